@@ -1,0 +1,38 @@
+# The two commands of the README: `make run` and `make test`. Each sets up what it needs.
+SHELL := /bin/bash
+VENV  := .venv
+PY    := $(VENV)/bin/python
+REQ_HASH := $(shell sha1sum requirements.txt | cut -c1-12)
+STAMP := $(VENV)/.installed-$(REQ_HASH)
+
+.PHONY: run test setup browser bench demo-checkpoint clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@# torch first: 2.13.0 is a local CPU build on our machines; a bare `torch` would pull CUDA wheels.
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -r requirements.txt
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+run: setup
+	$(VENV)/bin/streamlit run app.py
+
+browser:
+	@bash scripts/ensure-chromium.sh
+
+test: setup browser
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) bench/ingest.py
+	$(PY) bench/train_throughput.py
+	$(PY) bench/predict_latency.py
+
+demo-checkpoint: setup
+	bash scripts/train-demo.sh
+
+clean-venv:
+	rm -rf $(VENV)
