@@ -1,0 +1,67 @@
+"""TF-IDF (1-2-grams) + logistic regression on a checkpoint's own balanced splits.
+
+The yardstick of ../shared/data/README.md, rebuilt on exactly the train/test split
+a ReviewBERT checkpoint used (read from its reviewbert.json), so the two can be
+compared row for row:
+
+    python bench/tfidf_baseline.py --checkpoint checkpoints/demo [--json]
+
+Prints the same four metrics as `python -m reviewbert evaluate`, then one JSON line.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.pipeline import make_pipeline  # noqa: E402
+
+from reviewbert.data import splits_from_meta  # noqa: E402
+from reviewbert.labels import get_scheme  # noqa: E402
+from reviewbert.metrics import compute_metrics  # noqa: E402
+from reviewbert.model import checkpoint_info  # noqa: E402
+
+
+def run(checkpoint: str, data_dir: str | None = None, C: float = 4.0) -> dict:
+    info = checkpoint_info(checkpoint)
+    scheme = get_scheme(info.meta.get("labels", info.scheme.num_labels))
+    t0 = time.time()
+    splits = splits_from_meta(info.meta, data_dir=data_dir)
+    # Train on train+validation: the baseline has no early stopping to spend validation on.
+    fit_rows = splits.train + splits.validation
+    clf = make_pipeline(
+        TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, strip_accents="unicode"),
+        LogisticRegression(C=C, max_iter=2000),
+    )
+    clf.fit([e.text for e in fit_rows], [e.label for e in fit_rows])
+    probs = clf.predict_proba([e.text for e in splits.test])
+    m = compute_metrics([e.label for e in splits.test], probs, scheme)
+    return {"model": "tfidf-1-2gram+logreg", "checkpoint": str(info.path), "C": C,
+            "n_train": len(fit_rows), "n_test": len(splits.test),
+            "seconds": round(time.time() - t0, 1), "test": m}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", default="checkpoints/demo")
+    ap.add_argument("--data-dir", default=None, help="folder holding the checkpoint's data files")
+    ap.add_argument("--C", type=float, default=4.0, help="inverse regularisation strength")
+    args = ap.parse_args(argv)
+    res = run(args.checkpoint, args.data_dir, args.C)
+    t = res["test"]
+    print(f"TF-IDF baseline on {res['n_test']} test reviews (trained on {res['n_train']}):", file=sys.stderr)
+    for k in ("accuracy", "relaxed_accuracy", "auc", "loss"):
+        if t.get(k) is not None:
+            print(f"  {k:17s} {t[k]:.4f}", file=sys.stderr)
+    print(json.dumps(res, default=lambda o: o.tolist() if hasattr(o, "tolist") else str(o)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
