@@ -193,7 +193,7 @@ class DataReport:
         return sum(sum(c.values()) for c in self.split_counts.values())
 
     def warn(self, message: str) -> None:
-        log.warning(message)
+        log.info(message)  # the report is the channel; the CLI prints its warnings
         self.warnings.append(message)
 
     def to_dict(self) -> dict:
