@@ -228,7 +228,7 @@ def atomic_write_json(path: str | os.PathLike, obj) -> None:
 
 
 def save_checkpoint_atomic(model, tokenizer, dest: str | os.PathLike, meta: dict | None = None,
-                           dtype: torch.dtype | None = None) -> Path:
+                           dtype: torch.dtype | None = None, write_extra=None) -> Path:
     """Save model + tokenizer (+ reviewbert.json) into ``dest`` atomically.
 
     Everything is written into a temporary sibling folder first, then swapped in
@@ -236,6 +236,9 @@ def save_checkpoint_atomic(model, tokenizer, dest: str | os.PathLike, meta: dict
     the new complete one. A crash mid-save leaves a ``.tmp`` folder that loaders
     ignore; ``dest.old`` is restored by :func:`recover_checkpoint` if the crash hit
     between the two renames.
+
+    ``write_extra(folder)``, if given, writes more files (the trainer's resume
+    state) into the temporary folder, so they are swapped in with the weights.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -249,6 +252,9 @@ def save_checkpoint_atomic(model, tokenizer, dest: str | os.PathLike, meta: dict
         tokenizer.save_pretrained(tmp)
         if meta is not None:
             atomic_write_json(tmp / META_FILE, meta)
+        if write_extra is not None:
+            write_extra(tmp)
+        _fsync_tree(tmp)  # the renames below must not publish data still only in page cache
         old = dest.with_name(dest.name + ".old")
         if old.exists():
             shutil.rmtree(old)
@@ -261,6 +267,16 @@ def save_checkpoint_atomic(model, tokenizer, dest: str | os.PathLike, meta: dict
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return dest
+
+
+def _fsync_tree(folder: Path) -> None:
+    for f in folder.rglob("*"):
+        if f.is_file():
+            fd = os.open(f, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
 
 def recover_checkpoint(dest: str | os.PathLike) -> None:

@@ -1,0 +1,267 @@
+"""Command line: ``python -m reviewbert {train,evaluate,predict} ...``.
+
+    python -m reviewbert train --data FILE [--data FILE ...] --labels 5 --out checkpoints/NAME
+    python -m reviewbert train --out checkpoints/NAME --resume
+    python -m reviewbert evaluate --checkpoint checkpoints/NAME [--data FILE ...] [--split test|all] [--json]
+    python -m reviewbert predict --checkpoint checkpoints/NAME "review text" [--json]
+
+``train`` also runs unchanged under ``accelerate launch`` and ``torchrun``.
+Expected failures (missing or broken checkpoint, unusable data, bad options,
+empty text) print one line to stderr and exit with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import typing
+from dataclasses import MISSING, fields
+from pathlib import Path
+
+
+class UsageError(Exception):
+    """Bad command-line input; printed as one line, exit status 2."""
+
+
+# ------------------------------------------------------------------- parser
+def _add_config_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per TrainConfig field, help and default taken from the dataclass.
+
+    Defaults are SUPPRESSed in the namespace so we can tell which flags were
+    given: on --resume only those may override the stored hyperparameters.
+    """
+    from .train import TrainConfig
+    hints = typing.get_type_hints(TrainConfig)
+    for f in fields(TrainConfig):
+        meta = dict(f.metadata)
+        default = f.default if f.default is not MISSING else f.default_factory()
+        flag = "--" + f.name.replace("_", "-")
+        kw = {"dest": f.name, "default": argparse.SUPPRESS}
+        helptext = meta.pop("help", "")
+        if f.name == "data":
+            p.add_argument(flag, action="append", metavar="FILE", help=helptext, **kw)
+            continue
+        typ = hints[f.name]
+        args = typing.get_args(typ)
+        base = next((a for a in args if a is not type(None)), typ) if args else typ
+        if base is bool:
+            p.add_argument(flag, action=argparse.BooleanOptionalAction,
+                           help=f"{helptext} (default: {default})", **kw)
+            continue
+        if typing.get_origin(base) is tuple:
+            base = float
+        shown = " ".join(map(str, default)) if isinstance(default, tuple) else default
+        if default is not None:
+            helptext += f" (default: {shown})"
+        metavar = "{" + ",".join(map(str, meta["choices"])) + "}" if "choices" in meta else "N"
+        if "choices" not in meta and base is not int:
+            metavar = "NAME" if base is str else "X"
+        p.add_argument(flag, type=base, metavar=metavar, help=helptext, **kw, **meta)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m reviewbert",
+        description="Fine-tune BERT to predict Amazon review stars; evaluate; predict.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="fine-tune a model on review files",
+                       description="Prints the data report, then a progress bar. Writes the run "
+                                   "folder --out: reviewbert.json, status.json, metrics.jsonl, "
+                                   "best/ and last/. Ctrl-C (SIGINT) or SIGTERM stops after the "
+                                   "current step and saves last/; --resume continues.")
+    t.add_argument("--out", required=True, metavar="DIR",
+                   help="run folder, e.g. checkpoints/my-run")
+    t.add_argument("--resume", action="store_true",
+                   help="continue the stopped or killed run in --out from last/ "
+                        f"(may change only: epochs, save-every-steps, eval-batch-size, "
+                        f"train-eval-max, num-workers)")
+    _add_config_flags(t)
+    t.set_defaults(func=cmd_train)
+
+    e = sub.add_parser("evaluate", help="metrics and confusion matrix of a checkpoint",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    e.add_argument("--checkpoint", required=True, metavar="DIR",
+                   help="checkpoint folder, or a run folder (then its best/)")
+    e.add_argument("--data", action="append", metavar="FILE", default=None,
+                   help="review file(s); for --split test they must be the training files "
+                        "(default: the files recorded in the checkpoint's reviewbert.json)")
+    e.add_argument("--split", choices=("test", "all"), default="test",
+                   help="test: rebuild the checkpoint's own test split (same seed and options); "
+                        "all: every row of the --data files after deduplication")
+    e.add_argument("--batch-size", type=int, default=64)
+    e.add_argument("--max-length", type=int, default=None,
+                   help="default: the checkpoint's training max_length, else 256")
+    e.add_argument("--json", action="store_true",
+                   help="print one JSON object as the last line")
+    e.set_defaults(func=cmd_evaluate)
+
+    pr = sub.add_parser("predict", help="star rating of a review text",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    pr.add_argument("--checkpoint", required=True, metavar="DIR",
+                    help="checkpoint folder, or a run folder (then its best/)")
+    pr.add_argument("text", nargs="+", help="review text(s)")
+    pr.add_argument("--max-length", type=int, default=None,
+                    help="default: the checkpoint's training max_length, else 256")
+    pr.add_argument("--json", action="store_true", help="one JSON object per text")
+    pr.set_defaults(func=cmd_predict)
+    return parser
+
+
+# -------------------------------------------------------------------- train
+def cmd_train(args) -> int:
+    from .train import TrainConfig, resume_config, train
+    given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
+    if args.resume:
+        cfg, ignored = resume_config(args.out, given)
+        if ignored:
+            print(f"--resume keeps the run's hyperparameters; ignoring: "
+                  f"{', '.join('--' + k.replace('_', '-') for k in ignored)}", file=sys.stderr)
+    else:
+        if not given.get("data"):
+            raise UsageError("train needs --data FILE (or --resume to continue a run)")
+        try:
+            cfg = TrainConfig(**given)
+        except (TypeError, ValueError) as e:
+            raise UsageError(str(e)) from None
+    # `accelerate launch --mixed_precision bf16` should win over our default "no"
+    env_mp = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+    if cfg.mixed_precision == "no" and env_mp in ("bf16", "fp16"):
+        cfg.mixed_precision = env_mp
+    meta = train(cfg, args.out, resume=args.resume)
+    from .runs import read_status
+    st = read_status(args.out) or {}
+    best = meta.get("best")
+    if st.get("state") == "stopped":
+        print(f"stopped; continue with: python -m reviewbert train --out {args.out} --resume")
+        return 130
+    if best and _is_main():
+        from .metrics import format_metrics
+        print(f"best epoch {best['epoch']} -> {Path(args.out) / 'best'}")
+        for split in ("validation", "test"):
+            print(f"  {split:10s} {format_metrics(best[split])}")
+    return 0
+
+
+def _is_main() -> bool:
+    return os.environ.get("RANK", "0") == "0"
+
+
+# ----------------------------------------------------------------- evaluate
+def _examples_all(paths, scheme, options):
+    """Every row of the files, deduplicated as data.py does (identical text once;
+    a text seen with different stars is dropped)."""
+    from . import data
+    stars_of: dict[str, set] = {}
+    order: list[str] = []
+    for path in paths:
+        for text, stars in data.iter_reviews(path, options):
+            if text not in stars_of:
+                stars_of[text] = set()
+                order.append(text)
+            stars_of[text].add(stars)
+    return [data.Example(t, next(iter(stars_of[t])), scheme.class_of(next(iter(stars_of[t]))),
+                         "") for t in order if len(stars_of[t]) == 1]
+
+
+def _same_files(given: list[str], recorded: list[dict]) -> bool:
+    from . import data
+    want = sorted(r.get("sha256") or "" for r in recorded)
+    have = sorted(data.fingerprint(p)["sha256"] for p in given)
+    return want == have
+
+
+def cmd_evaluate(args) -> int:
+    from . import data
+    from .evaluate import evaluate_examples
+    from .metrics import format_confusion, format_metrics
+    from .model import load_checkpoint
+
+    model, tok, info = load_checkpoint(args.checkpoint)
+    meta, scheme = info.meta, info.scheme
+    hp = meta.get("hyperparameters") or {}
+    max_length = args.max_length or hp.get("max_length") or 256
+    if args.split == "test":
+        if not meta.get("data"):
+            raise UsageError(f"{info.path} records no training data, so its test split cannot be "
+                             "rebuilt; use --split all --data FILE")
+        if args.data and not _same_files(args.data, meta["data"]["files"]):
+            names = ", ".join(f.get("name", "?") for f in meta["data"]["files"])
+            raise UsageError(f"--split test needs the checkpoint's training files ({names}); "
+                             "for other files use --split all")
+        data_dir = Path(args.data[0]).parent if args.data else None
+        splits = data.splits_from_meta(meta, data_dir=data_dir, tokenizer=tok)
+        for w in splits.report.warnings:
+            print(f"warning: {w}", file=sys.stderr)
+        examples = splits.test
+    else:
+        if not args.data:
+            raise UsageError("--split all needs --data FILE")
+        options = data.ReadOptions(**((meta.get("data") or {}).get("options") or {}))
+        examples = _examples_all(args.data, scheme, options)
+    if not examples:
+        raise data.DataError("no reviews to evaluate")
+    res = evaluate_examples(model, tok, examples, max_length=max_length,
+                            batch_size=args.batch_size, num_labels=scheme.num_labels)
+    cm = res.pop("confusion_matrix")
+    print(f"checkpoint {info.path} ({scheme.num_labels} labels, base {info.base_model})")
+    print(f"split {args.split}: {res['n']} reviews, max_length {max_length}")
+    print(format_metrics(res))
+    if res.get("auc_note"):
+        print(f"auc: {res['auc_note']}")
+    print(format_confusion(cm, scheme.names))
+    if args.json:
+        print(json.dumps({"checkpoint": str(info.path), "split": args.split, "n": res["n"],
+                          "labels": list(scheme.names),
+                          "metrics": {k: res.get(k) for k in
+                                      ("loss", "auc", "accuracy", "relaxed_accuracy")},
+                          "auc_note": res.get("auc_note"),
+                          "confusion_matrix": cm}))
+    return 0
+
+
+# ------------------------------------------------------------------ predict
+def cmd_predict(args) -> int:
+    from .evaluate import predict_texts
+    from .model import load_checkpoint
+    texts = [t.strip() for t in args.text]
+    if not all(texts):
+        raise UsageError("review text is empty")
+    model, tok, info = load_checkpoint(args.checkpoint)
+    max_length = args.max_length or (info.meta.get("hyperparameters") or {}).get("max_length") or 256
+    probs = predict_texts(model, tok, texts, max_length=max_length)
+    names = info.scheme.names
+    for text, p in zip(texts, probs):
+        k = int(p.argmax())
+        out = {"text": text, "label": names[k], "label_id": k,
+               "probabilities": {n: round(float(v), 6) for n, v in zip(names, p)}}
+        if info.scheme.ordinal:
+            out["expected_stars"] = round(float(sum((i + 1) * v for i, v in enumerate(p))), 3)
+        if args.json:
+            print(json.dumps(out))
+        else:
+            print(f"{names[k]}  ({100 * p[k]:.1f}%)  " + "  ".join(
+                f"{n}: {100 * v:.1f}%" for n, v in zip(names, p)))
+    return 0
+
+
+# --------------------------------------------------------------------- main
+def main(argv=None) -> int:
+    from .data import DataError
+    from .model import CheckpointError
+    args = build_parser().parse_args(argv)
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()  # "Loading weights" bars would bury our output
+    try:
+        return args.func(args)
+    except (CheckpointError, DataError, UsageError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
