@@ -1,0 +1,166 @@
+"""Figure builders: plain results in, Plotly figures (or HTML strings) out. No Streamlit.
+
+Columns are placed at integer x positions with the tokens as tick labels: Plotly
+would merge repeated category names ("the", "the") into one column otherwise.
+"""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .attention import ClsView
+
+COLORSCALE = "Viridis"
+PX_PER_COLUMN = 26      # a 256-token heatmap is ~6,700 px wide and scrolls sideways
+MIN_WIDTH = 640
+
+
+def figure_width(n_columns: int) -> int:
+    return max(MIN_WIDTH, 160 + PX_PER_COLUMN * n_columns)
+
+
+def probs_bar(names: list[str], probs, predicted: int | None = None, true: int | None = None) -> go.Figure:
+    """Horizontal bars of class probabilities; the predicted class in the accent colour."""
+    probs = np.asarray(probs, dtype=float)
+    predicted = int(probs.argmax()) if predicted is None else predicted
+    colors = ["#2d6cdf" if i == predicted else "#b8c4d9" for i in range(len(names))]
+    text = [f"{p:.1%}" for p in probs]
+    labels = [f"{n}  (true)" if true is not None and i == true else n for i, n in enumerate(names)]
+    fig = go.Figure(go.Bar(x=probs, y=labels, orientation="h", marker_color=colors, text=text,
+                           textposition="outside", cliponaxis=False,
+                           hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
+    fig.update_layout(height=60 + 38 * len(names), margin=dict(l=10, r=50, t=10, b=30),
+                      xaxis=dict(range=[0, 1.0], tickformat=".0%", title="probability"),
+                      yaxis=dict(autorange="reversed"), showlegend=False)
+    return fig
+
+
+def _chunks(n: int, wrap: int | None) -> list[range]:
+    if not wrap or n <= wrap:
+        return [range(n)]
+    return [range(i, min(i + wrap, n)) for i in range(0, n, wrap)]
+
+
+def cls_heatmap(view: ClsView, title: str | None = None, wrap: int | None = None) -> go.Figure:
+    """The seed report's figure: rows = layers, columns = tokens (or words), viridis.
+
+    With ``wrap``, a long review is cut into blocks of ``wrap`` columns stacked like
+    lines of text (one subplot per block, one shared colour scale), so a 256-token
+    review stays readable without scrolling sideways.
+    """
+    n_rows, n_cols = view.values.shape
+    row_names = [f"layer {layer + 1}" for layer in view.layers]
+    head = "mean of heads" if view.head is None else f"head {view.head + 1}"
+    what = "word" if view.level == "word" else "token"
+    chunks = _chunks(n_cols, wrap)
+    fig = make_subplots(rows=len(chunks), cols=1, vertical_spacing=min(0.3 / len(chunks), 0.08))
+    zmax = float(view.values.max()) if view.values.size else 1.0
+    span = len(chunks[0])
+    for r, cols in enumerate(chunks, start=1):
+        idx = list(cols)
+        labels = [view.labels[i] for i in idx]
+        fig.add_trace(go.Heatmap(
+            z=view.values[:, idx], x=idx, y=row_names, coloraxis="coloraxis",
+            customdata=np.array([labels] * n_rows, dtype=object), xgap=1, ygap=1,
+            hovertemplate=f"{what}: %{{customdata}}<br>%{{y}} ({head})<br>attention: %{{z:.4f}}"
+                          "<extra></extra>", name=f"{what}s {idx[0] + 1}–{idx[-1] + 1}"),
+            row=r, col=1)
+        fig.update_xaxes(tickmode="array", tickvals=idx, ticktext=labels, tickangle=-60,
+                         showgrid=False, range=[idx[0] - 0.5, idx[0] + span - 0.5], row=r, col=1)
+        fig.update_yaxes(autorange="reversed", showgrid=False, row=r, col=1)
+    per_block = 30 * n_rows + 95
+    fig.update_layout(
+        title=title or f"[CLS] → {what} attention, {head}",
+        coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=zmax,
+                       colorbar=dict(title="attention", thickness=12)),
+        height=140 + per_block * len(chunks), margin=dict(l=70, r=20, t=50, b=100))
+    if len(chunks) == 1:
+        fig.update_layout(width=figure_width(n_cols) if n_cols > 48 else None)
+    return fig
+
+
+def heads_figure(view: ClsView, layer: int, wrap: int | None = None) -> go.Figure:
+    """Small multiples: one strip of [CLS]→token attention per head of one layer
+    (per block of ``wrap`` columns when the review is long)."""
+    n_heads, n_cols = view.values.shape
+    chunks = _chunks(n_cols, wrap)
+    # One strip per head; between blocks an empty spacer row holds the tick labels.
+    plan = []  # (block, head) per subplot row; head None = spacer
+    for b in range(len(chunks)):
+        if b:
+            plan.append((b, None))
+        plan.extend((b, h) for h in range(n_heads))
+    heights = [1.0 if h is not None else 4.0 for _, h in plan]
+    fig = make_subplots(rows=len(plan), cols=1, vertical_spacing=0.0, row_heights=heights,
+                        row_titles=[f"h{h + 1}" if h is not None else "" for _, h in plan])
+    zmax = float(view.values.max()) if view.values.size else 1.0
+    span = len(chunks[0])
+    for row, (b, h) in enumerate(plan, start=1):
+        idx = list(chunks[b])
+        labels = [view.labels[i] for i in idx]
+        fig.update_yaxes(showticklabels=False, showgrid=False, row=row, col=1)
+        if h is None:
+            fig.update_xaxes(visible=False, row=row, col=1)
+            continue
+        fig.add_trace(go.Heatmap(
+            z=view.values[h:h + 1, idx], x=idx, y=[f"head {h + 1}"],
+            customdata=[labels], coloraxis="coloraxis", xgap=1, ygap=1,
+            hovertemplate=f"token: %{{customdata}}<br>layer {layer + 1}, head {h + 1}"
+                          "<br>attention: %{z:.4f}<extra></extra>"),
+            row=row, col=1)
+        fig.update_xaxes(range=[idx[0] - 0.5, idx[0] + span - 0.5], row=row, col=1,
+                         showticklabels=h == n_heads - 1, tickmode="array", tickvals=idx,
+                         ticktext=labels, tickangle=-60, showgrid=False)
+    block_px = 24 * n_heads + 96
+    fig.update_layout(coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=zmax,
+                                     colorbar=dict(title="attention", thickness=12)),
+                      title=f"[CLS] → token attention of every head, layer {layer + 1}",
+                      height=140 + block_px * len(chunks), margin=dict(l=40, r=40, t=50, b=100))
+    return fig
+
+
+def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
+    """One head enlarged: a bar per token of [CLS]→token attention."""
+    values = view.values[head]
+    n_cols = len(values)
+    fig = go.Figure(go.Bar(
+        x=list(range(n_cols)), y=values, customdata=view.labels,
+        marker=dict(color=values, colorscale=COLORSCALE),
+        hovertemplate=f"token: %{{customdata}}<br>layer {layer + 1}, head {head + 1}"
+                      "<br>attention: %{y:.4f}<extra></extra>"))
+    fig.update_layout(title=f"Layer {layer + 1}, head {head + 1}: [CLS] → token",
+                      height=340,
+                      margin=dict(l=50, r=20, t=50, b=110),
+                      xaxis=dict(tickmode="array", tickvals=list(range(n_cols)),
+                                 ticktext=view.labels, tickangle=-60 if n_cols <= 80 else -90,
+                                 tickfont=dict(size=12 if n_cols <= 80 else 8)),
+                      yaxis=dict(title="attention"))
+    return fig
+
+
+def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=(255, 170, 0)) -> str:
+    """The review with each word's background as strong as its attention.
+
+    Every piece of the review goes through ``html.escape``: a review is data, and
+    ``<img src=x onerror=...>`` must show as text, never run.
+    """
+    scores = np.asarray(scores, dtype=float)
+    top = float(scores.max()) if scores.size and scores.max() > 0 else 1.0
+    r, g, b = rgb
+    out, pos = [], 0
+    for (s, e), sc in zip(spans, scores):
+        if s > pos:
+            out.append(html.escape(text[pos:s]))
+        alpha = 0.08 + 0.82 * (sc / top) if sc > 0 else 0.0
+        word = html.escape(text[s:e])
+        out.append(f'<span class="rb-w" title="{sc:.3f}" '
+                   f'style="background: rgba({r},{g},{b},{alpha:.2f}); border-radius:3px; '
+                   f'padding:0 1px">{word}</span>')
+        pos = e
+    out.append(html.escape(text[pos:]))
+    body = "".join(out).replace("\n", "<br>")
+    return (f'<div class="rb-highlight" style="line-height:1.9; font-size:1.02rem; '
+            f'white-space:normal; overflow-wrap:anywhere">{body}</div>')

@@ -1,0 +1,112 @@
+"""bertviz's head view as one self-contained HTML page that needs no internet.
+
+``bertviz.head_view(..., html_action="return")`` emits a ``<script src=cdnjs…
+require.min.js>`` tag, and its ``head_view.js`` starts with a ``require.config``
+that fetches d3 and jQuery from cdnjs. This module builds the same page from
+bertviz's own ``head_view.js`` and the same params, but the three libraries come
+from ``assets/vendor/`` (npm packages, licenses beside them) and are inlined; d3
+and jQuery are registered as named RequireJS modules, so bertviz's
+``requirejs(['jquery','d3'], …)`` finds them without a request.
+
+The head view draws one SVG line per head per token pair (H × T² lines), so it
+shows at most :data:`MAX_TOKENS` tokens; the heatmaps show all of them.
+"""
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+VENDOR = Path(__file__).resolve().parent / "assets" / "vendor"
+VENDOR_FILES = ("jquery-3.5.1.min.js", "d3-5.7.0.min.js", "require-2.3.6.min.js")
+MAX_TOKENS = 48
+
+_REQUIRE_CONFIG = re.compile(r"require\.config\(\{.*?\}\);", re.S)
+_BLOCK_COMMENT = re.compile(r"/\*\*.*?\*\*/", re.S)  # bertviz's header comment (has URLs)
+
+_DECODE = """<script>
+function rbMilli(a) { return a.map(l => l.map(h => h.map(r => r.map(v => v / 1000)))); }
+</script>
+"""
+
+_DEFINE = """
+define('jquery', [], function () { return window.jQuery; });
+define('d3', [], function () { return window.d3; });
+"""
+
+
+@lru_cache(maxsize=1)
+def vendored_js() -> str:
+    parts = []
+    for name in VENDOR_FILES:
+        src = (VENDOR / name).read_text(encoding="utf-8")
+        parts.append(f"<script>/* {name} (assets/vendor) */\n{src}\n</script>")
+    parts.append(f"<script>{_DEFINE}</script>")
+    return "\n".join(parts)
+
+
+def head_view_tokens(pred, max_tokens: int = MAX_TOKENS) -> list[int]:
+    """Token positions shown: all, or the first ``max_tokens - 1`` plus the final [SEP]."""
+    n = len(pred.tokens)
+    if n <= max_tokens:
+        return list(range(n))
+    return list(range(max_tokens - 1)) + [n - 1]
+
+
+def _bertviz_js() -> str:
+    import bertviz
+    return (Path(bertviz.__file__).resolve().parent / "head_view.js").read_text(encoding="utf-8")
+
+
+def _json_for_script(obj) -> str:
+    """JSON that cannot close the <script> it sits in (``<``, ``>``, ``&`` as \\u escapes)."""
+    return (json.dumps(obj, separators=(",", ":"))
+            .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def head_view_html(pred, layer: int = 0, heads: list[int] | None = None,
+                   max_tokens: int = MAX_TOKENS) -> str:
+    """A standalone HTML document with bertviz's head view of ``pred``'s attentions.
+
+    Same page as ``bertviz.head_view(..., html_action="return")`` builds (its
+    ``head_view.js`` and its params), with two changes: the libraries are inlined,
+    and the weights travel as integers in thousandths (decoded in the page), which
+    keeps a 48-token, 6x12 view under 1 MB and quick to build.
+    """
+    from bertviz.util import format_special_chars
+
+    keep = head_view_tokens(pred, max_tokens)
+    att = pred.attentions[:, :, keep][:, :, :, keep]
+    milli = np.rint(att * 1000).astype(np.int32)
+    tokens = format_special_chars([pred.tokens[i] for i in keep])
+    n_layers = att.shape[0]
+    vis_id = f"bertviz-{uuid.uuid4().hex}"
+    params = {"attention": [{"name": None, "attn": "__ATTN__", "left_text": tokens,
+                             "right_text": tokens}],
+              "default_filter": "0", "root_div_id": vis_id, "layer": int(layer),
+              "heads": [int(h) for h in heads] if heads else None,
+              "include_layers": list(range(n_layers))}
+    params_js = _json_for_script(params).replace(
+        '"__ATTN__"', "rbMilli(" + json.dumps(milli.tolist(), separators=(",", ":")) + ")")
+    js = _REQUIRE_CONFIG.sub("", _bertviz_js(), count=1)
+    js = _BLOCK_COMMENT.sub("", js, count=1)
+    js = js.replace("PYTHON_PARAMS", params_js)
+    # Number layers from 1 in the dropdown, as every other view of the app does.
+    js = js.replace('.val(layer).text(layer)', '.val(layer).text(layer + 1)')
+    vis_html = (f'<div id="{vis_id}" style="font-family:\'Helvetica Neue\', Helvetica, Arial, '
+                f'sans-serif;"><span style="user-select:none">Layer: <select id="layer"></select>'
+                f"</span><div id='vis'></div></div>")
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            "<style>body{margin:0;font-family:'Helvetica Neue',Helvetica,Arial,sans-serif;"
+            "background:#fff;color:#1f2430} select{font-size:14px}</style></head><body>\n"
+            + vendored_js() + "\n" + _DECODE + vis_html
+            + '\n<script type="text/javascript">\n' + js + "\n</script>\n</body></html>")
+
+
+def head_view_height(pred, max_tokens: int = MAX_TOKENS) -> int:
+    """Pixel height the embedded head view needs (bertviz: 22.5 px a token)."""
+    return int(min(len(head_view_tokens(pred, max_tokens)), max_tokens) * 22.5 + 90)

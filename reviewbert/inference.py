@@ -1,0 +1,319 @@
+"""One forward pass: a review in, one plain :class:`Prediction` out.
+
+The Prediction holds everything the attention views draw: wordpieces, the word
+each piece belongs to, class probabilities and every attention matrix as
+``float32 [layer, head, query, key]``. Views and figure builders only read it.
+
+Speed. The app runs this on a CPU for every click, so BERT-family checkpoints go
+through :class:`FastBertForward`: the same fp32 arithmetic as Hugging Face's eager
+BERT (so the same class and the same attention weights, up to float rounding;
+``tests/test_inference.py`` checks it), minus the work nobody looks at:
+
+- one pass gives both the prediction and the attentions (no second pass);
+- Q, K and V come from one fused matmul, the 1/sqrt(d) scale is folded into Q;
+- the classifier only reads [CLS] from the last layer, so the last layer computes
+  its full attention matrix (for the views) but V-mixing, the output projection
+  and the feed-forward block only for the [CLS] row;
+- no padding, no mask (one review at a time), no dropout, no autograd.
+
+Anything that is not a plain BERT falls back to the model's own eager forward
+with ``output_attentions=True``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .labels import LabelScheme, scheme_from_id2label
+
+MAX_CHARS = 100_000
+"""Longer input is cut before tokenising: nobody pastes a book to see attention."""
+
+
+# ----------------------------------------------------------------------- result
+@dataclass
+class Prediction:
+    """What one forward pass tells about one review (LIT-style plain outputs)."""
+    text: str                       # the text the model saw (after MAX_CHARS cut)
+    tokens: list[str]               # wordpieces, incl. [CLS] and [SEP]
+    word_ids: list[int | None]      # word index of each token; None for specials
+    words: list[str]                # words as they appear in ``text``
+    word_spans: list[tuple[int, int]]  # (start, end) character span of each word
+    probs: np.ndarray               # [num_labels] float
+    label_id: int
+    label: str
+    stars: str                      # e.g. "★★★★☆"
+    attentions: np.ndarray          # float32 [layer, head, query, key]
+    truncated: bool                 # tokens were cut to max_length
+    n_tokens: int                   # tokens fed to the model, incl. specials
+    n_tokens_original: int          # tokens the full text would need, incl. specials
+    max_length: int
+    chars_cut: bool = False         # text was longer than MAX_CHARS and was cut
+    scheme: LabelScheme | None = field(default=None, repr=False)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.attentions.shape[0])
+
+    @property
+    def num_heads(self) -> int:
+        return int(self.attentions.shape[1])
+
+    @property
+    def special_mask(self) -> np.ndarray:
+        """True for [CLS]/[SEP] (tokens that belong to no word)."""
+        return np.array([w is None for w in self.word_ids], dtype=bool)
+
+    def weights_json(self) -> dict:
+        """The attentions with their tokens, for a JSON download."""
+        return {"text": self.text, "tokens": self.tokens, "word_ids": self.word_ids,
+                "words": self.words, "label": self.label,
+                "probs": [float(p) for p in self.probs],
+                "shape": ["layer", "head", "query", "key"],
+                "attentions": np.round(self.attentions.astype(float), 6).tolist()}
+
+
+def stars_display(scheme: LabelScheme, class_id: int) -> str:
+    """★★★★☆ for "4 stars"; for 3 labels the stars the class covers ("★☆☆☆☆–★★☆☆☆")."""
+    stars = scheme.stars_of(class_id)
+    def bar(n: int) -> str:
+        return "★" * n + "☆" * (5 - n)
+    if len(stars) == 1:
+        return bar(stars[0])
+    return f"{bar(stars[0])}–{bar(stars[-1])}"
+
+
+# ---------------------------------------------------------------- tokenisation
+@dataclass
+class Encoded:
+    ids: list[int]
+    tokens: list[str]
+    word_ids: list[int | None]
+    words: list[str]
+    word_spans: list[tuple[int, int]]
+    truncated: bool
+    n_original: int
+    chars_cut: bool
+    text: str
+
+
+def encode(tokenizer, text: str, max_length: int) -> Encoded:
+    """Wordpieces with their words, cut to ``max_length`` (specials included)."""
+    chars_cut = len(text) > MAX_CHARS
+    if chars_cut:
+        text = text[:MAX_CHARS]
+    enc = tokenizer(text, add_special_tokens=True, truncation=False, return_offsets_mapping=True,
+                    verbose=False)
+    ids = list(enc["input_ids"])
+    offsets = list(enc["offset_mapping"])
+    wids = list(enc.word_ids())
+    n_original = len(ids)
+    truncated = n_original > max_length
+    if truncated:
+        keep = max_length - 1  # the last slot goes back to [SEP]
+        ids = ids[:keep] + ids[-1:]
+        offsets = offsets[:keep] + offsets[-1:]
+        wids = wids[:keep] + wids[-1:]
+    # renumber words 0..n-1 and take each word's text from its pieces' char offsets
+    words: list[str] = []
+    spans: list[tuple[int, int]] = []
+    remap: dict[int, int] = {}
+    word_ids: list[int | None] = []
+    for w, (s, e) in zip(wids, offsets):
+        if w is None:
+            word_ids.append(None)
+            continue
+        if w not in remap:
+            remap[w] = len(words)
+            words.append("")
+            spans.append((s, e))
+        i = remap[w]
+        spans[i] = (min(spans[i][0], s), max(spans[i][1], e))
+        word_ids.append(i)
+    words = [text[s:e] for s, e in spans]
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    return Encoded(ids, tokens, word_ids, words, spans, truncated, n_original, chars_cut, text)
+
+
+def model_max_length(model, tokenizer, meta: dict | None = None) -> int:
+    """max_length the checkpoint was trained with, capped by the position table."""
+    cap = int(getattr(model.config, "max_position_embeddings", 512) or 512)
+    hp = (meta or {}).get("hyperparameters") or {}
+    want = hp.get("max_length") or hp.get("max_seq_length")
+    if not want:
+        tml = getattr(tokenizer, "model_max_length", None)
+        want = tml if isinstance(tml, int) and tml < 100_000 else 256
+    return max(8, min(int(want), cap))
+
+
+# ------------------------------------------------------------------ fast path
+class FastBertForward:
+    """Plain-BERT classifier forward for one sequence, fp32, exact eager arithmetic.
+
+    Weights are views of (or fused copies from) the Hugging Face module, made once.
+    """
+
+    ACTS = {"gelu": lambda x: F.gelu(x), "relu": F.relu,
+            "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+            "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}
+
+    @classmethod
+    def supports(cls, model) -> bool:
+        cfg = model.config
+        return (getattr(cfg, "model_type", None) == "bert"
+                and type(model).__name__ == "BertForSequenceClassification"
+                and getattr(cfg, "position_embedding_type", "absolute") == "absolute"
+                and not getattr(cfg, "is_decoder", False)
+                and isinstance(getattr(cfg, "hidden_act", None), str)
+                and cfg.hidden_act in cls.ACTS
+                and getattr(model.bert, "pooler", None) is not None
+                and getattr(cfg, "chunk_size_feed_forward", 0) in (0, None))
+
+    @torch.inference_mode()
+    def __init__(self, model):
+        cfg = model.config
+        bert = model.bert
+        emb = bert.embeddings
+        self.H = cfg.num_attention_heads
+        self.D = cfg.hidden_size
+        self.dh = self.D // self.H
+        self.act = self.ACTS[cfg.hidden_act]
+        self.word = emb.word_embeddings.weight
+        self.pos = emb.position_embeddings.weight
+        self.type0 = emb.token_type_embeddings.weight[0]
+        self.ln0 = (emb.LayerNorm.weight, emb.LayerNorm.bias, emb.LayerNorm.eps)
+        scale = 1.0 / math.sqrt(self.dh)
+        self.layers = []
+        for layer in bert.encoder.layer:
+            a = layer.attention.self
+            wqkv = torch.cat([a.query.weight * scale, a.key.weight, a.value.weight]).contiguous()
+            bqkv = torch.cat([a.query.bias * scale, a.key.bias, a.value.bias]).contiguous()
+            o = layer.attention.output
+            self.layers.append(dict(
+                wqkv=wqkv, bqkv=bqkv, wqk=wqkv[: 2 * self.D], bqk=bqkv[: 2 * self.D],
+                wv=wqkv[2 * self.D:], bv=bqkv[2 * self.D:],
+                wo=o.dense.weight, bo=o.dense.bias, ln1=(o.LayerNorm.weight, o.LayerNorm.bias, o.LayerNorm.eps),
+                wi=layer.intermediate.dense.weight, bi=layer.intermediate.dense.bias,
+                wo2=layer.output.dense.weight, bo2=layer.output.dense.bias,
+                ln2=(layer.output.LayerNorm.weight, layer.output.LayerNorm.bias, layer.output.LayerNorm.eps)))
+        self.pool = (bert.pooler.dense.weight, bert.pooler.dense.bias)
+        self.cls = (model.classifier.weight, model.classifier.bias)
+        self.exact_gelu = cfg.hidden_act == "gelu"
+        self.packed = self.word.device.type == "cpu" and self.word.dtype == torch.float32 and _mkldnn_ok()
+        if self.packed:
+            # oneDNN with weights reordered once: same fp32 math, ~25% faster GEMMs on CPU,
+            # and the exact (erf) GELU fused into the first feed-forward matmul.
+            for p in self.layers:
+                for k in ("wqkv", "wqk", "wv", "wo", "wi", "wo2"):
+                    p[k] = torch.ops.mkldnn._reorder_linear_weight(p[k].contiguous(), None)
+
+    def _linear(self, x, w, b, gelu: bool = False):
+        if self.packed:
+            if gelu:
+                return torch.ops.mkldnn._linear_pointwise(x, w, b, "gelu", [], "none")
+            return torch.ops.mkldnn._linear_pointwise(x, w, b, "none", [], "")
+        y = F.linear(x, w, b)
+        return self.act(y) if gelu else y
+
+    @torch.inference_mode()
+    def __call__(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``ids`` [T] → (logits [C], attentions [L, H, T, T]) as fp32 tensors."""
+        T, H, D, dh = ids.shape[0], self.H, self.D, self.dh
+        x = self.word[ids] + self.type0 + self.pos[:T]
+        x = F.layer_norm(x, (D,), *self.ln0[:2], self.ln0[2])
+        L = len(self.layers)
+        att = torch.empty((L, H, T, T), dtype=x.dtype, device=x.device)
+        for li, p in enumerate(self.layers):
+            last = li == L - 1
+            if not last:
+                qkv = self._linear(x, p["wqkv"], p["bqkv"]).view(T, 3, H, dh).permute(1, 2, 0, 3)
+                q, k, v = qkv[0], qkv[1], qkv[2]
+            else:
+                # Only [CLS] goes on to the classifier: V for all keys, but the rest for one row.
+                qk = self._linear(x, p["wqk"], p["bqk"]).view(T, 2, H, dh).permute(1, 2, 0, 3)
+                q, k = qk[0], qk[1]
+                v = self._linear(x, p["wv"], p["bv"]).view(T, H, dh).transpose(0, 1)
+            torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1, out=att[li])
+            if last:
+                x = x[:1]
+                ctx = torch.bmm(att[li][:, :1, :], v)          # [H, 1, dh]
+            else:
+                ctx = torch.bmm(att[li], v)                   # [H, T, dh]
+            ctx = ctx.transpose(0, 1).reshape(x.shape[0], D)
+            h = F.layer_norm(self._linear(ctx, p["wo"], p["bo"]) + x, (D,), *p["ln1"][:2], p["ln1"][2])
+            if self.packed and self.exact_gelu:
+                f = self._linear(h, p["wi"], p["bi"], gelu=True)
+            else:
+                f = self.act(self._linear(h, p["wi"], p["bi"]))
+            x = F.layer_norm(self._linear(f, p["wo2"], p["bo2"]) + h, (D,), *p["ln2"][:2], p["ln2"][2])
+        pooled = torch.tanh(F.linear(x[0], *self.pool))
+        return F.linear(pooled, *self.cls), att
+
+
+def _mkldnn_ok() -> bool:
+    """oneDNN's prepacked linear is a private op: use it only if it exists and agrees."""
+    try:
+        if not torch.backends.mkldnn.is_available():
+            return False
+        g = torch.Generator().manual_seed(0)
+        w, b = torch.randn(24, 16, generator=g), torch.randn(24, generator=g)
+        x = torch.randn(5, 16, generator=g)
+        pw = torch.ops.mkldnn._reorder_linear_weight(w, None)
+        y = torch.ops.mkldnn._linear_pointwise(x, pw, b, "none", [], "")
+        yg = torch.ops.mkldnn._linear_pointwise(x, pw, b, "gelu", [], "none")
+        return bool(torch.allclose(y, F.linear(x, w, b), atol=1e-4)
+                    and torch.allclose(yg, F.gelu(F.linear(x, w, b)), atol=1e-4))
+    except Exception:  # noqa: BLE001 - any failure means: use plain F.linear
+        return False
+
+
+# ------------------------------------------------------------------- predictor
+class Predictor:
+    """A loaded checkpoint, ready to turn texts into :class:`Prediction` objects."""
+
+    def __init__(self, model, tokenizer, scheme: LabelScheme | None = None,
+                 max_length: int | None = None, meta: dict | None = None, fast: bool = True):
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.scheme = scheme or scheme_from_id2label(model.config.id2label)
+        self.max_length = max_length or model_max_length(model, tokenizer, meta)
+        self.device = next(model.parameters()).device
+        self.fast = FastBertForward(model) if fast and FastBertForward.supports(model) else None
+
+    @classmethod
+    def from_checkpoint(cls, path, device=None, fast: bool = True) -> "Predictor":
+        from .model import load_checkpoint
+        model, tok, info = load_checkpoint(path, device, attn_implementation="eager")
+        return cls(model, tok, info.scheme, meta=info.meta, fast=fast)
+
+    @torch.inference_mode()
+    def forward(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """ids → (logits [C], attentions float32 [L, H, T, T])."""
+        t = torch.tensor(ids, dtype=torch.long, device=self.device)
+        if self.fast is not None:
+            logits, att = self.fast(t)
+        else:
+            out = self.model(input_ids=t[None], output_attentions=True)
+            logits = out.logits[0]
+            att = torch.stack([a[0] for a in out.attentions])
+        return (logits.float().cpu().numpy(),
+                att.to(torch.float32).cpu().numpy())
+
+    def predict(self, text: str) -> Prediction:
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("empty review: type or paste some text first")
+        enc = encode(self.tokenizer, text, self.max_length)
+        logits, att = self.forward(enc.ids)
+        z = logits - logits.max()
+        probs = np.exp(z) / np.exp(z).sum()
+        k = int(probs.argmax())
+        return Prediction(
+            text=enc.text, tokens=enc.tokens, word_ids=enc.word_ids, words=enc.words,
+            word_spans=enc.word_spans, probs=probs, label_id=k, label=self.scheme.names[k],
+            stars=stars_display(self.scheme, k), attentions=att, truncated=enc.truncated,
+            n_tokens=len(enc.ids), n_tokens_original=enc.n_original, max_length=self.max_length,
+            chars_cut=enc.chars_cut, scheme=self.scheme)

@@ -1,0 +1,1 @@
+"""Small Streamlit components shared by the pages. Logic lives in reviewbert/*."""

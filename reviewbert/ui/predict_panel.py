@@ -1,0 +1,120 @@
+"""Loading (cached), the input panel (paste or sample) and the prediction in session state.
+
+The Prediction is kept in ``st.session_state`` so that moving a layer or head
+slider redraws from it without another forward pass.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import streamlit as st
+
+from ..examples import BUILTIN_SOURCE, Review, builtin_examples, sample, test_split_examples
+from ..inference import Predictor
+from ..model import CheckpointInfo, pick_device
+
+MISCLASSIFIED_TRIES = 25
+
+
+def mtime(path: Path) -> float:
+    """Changes when a checkpoint is re-saved in place: part of the cache key."""
+    files = [path / "config.json", *path.glob("*.safetensors")]
+    return max((f.stat().st_mtime for f in files if f.exists()), default=0.0)
+
+
+@st.cache_resource(max_entries=3, show_spinner="Loading the checkpoint…")
+def load_predictor(path: str, stamp: float) -> Predictor:
+    return Predictor.from_checkpoint(path, pick_device())
+
+
+@st.cache_data(max_entries=4, show_spinner="Rebuilding the checkpoint's test split…")
+def load_test_reviews(path: str, stamp: float) -> tuple[list[Review] | None, str]:
+    """(reviews, "") from the checkpoint's own test split, or (None, why not)."""
+    predictor = load_predictor(path, stamp)
+    from ..model import checkpoint_info
+    meta = checkpoint_info(path).meta
+    if not meta.get("data"):
+        return None, "its reviewbert.json names no data files"
+    try:
+        reviews = test_split_examples(meta, tokenizer=predictor.tokenizer)
+    except ImportError as e:
+        return None, f"the data module is not available ({e})"
+    except Exception as e:  # noqa: BLE001 - DataError (missing files) or a malformed section
+        return None, str(e).splitlines()[0][:300]
+    if not reviews:
+        return None, "its test split is empty"
+    return reviews, ""
+
+
+def _do_sample(reviews, stars, only_wrong, predictor: Predictor):
+    scheme = predictor.scheme
+    wrong = None
+    if only_wrong:
+        def wrong(r: Review) -> bool:
+            return predictor.predict(r.text).label_id != scheme.class_of(r.stars)
+    rng = random.Random()
+    review, note = sample(reviews, rng, stars, wrong, MISCLASSIFIED_TRIES)
+    st.session_state["sample_note"] = note
+    if review is None:
+        return
+    st.session_state["review_text"] = review.text
+    st.session_state["truth"] = {"text": review.text, "stars": review.stars, "source": review.source}
+    st.session_state["run_predict"] = True
+
+
+def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> None:
+    reviews, why = load_test_reviews(str(info.path), mtime(info.path))
+    if reviews is None:
+        reviews = builtin_examples()
+        source = (f"**{BUILTIN_SOURCE}** ({len(reviews)} reviews written for ReviewBERT): "
+                  f"this checkpoint's own test split is not available — {why}.")
+    else:
+        source = f"the checkpoint's own **test split** ({len(reviews):,} reviews)"
+
+    with st.container(border=True):
+        st.markdown("**Sample a review** — " + source)
+        c1, c2, c3 = st.columns([1.2, 1.2, 1])
+        stars = c1.selectbox("True rating", [None, 1, 2, 3, 4, 5], key="sample_stars",
+                             format_func=lambda s: "any" if s is None else "★" * s)
+        only_wrong = c2.checkbox("Only misclassified", key="sample_wrong",
+                                 help=f"Draws until the model gets one wrong "
+                                      f"(at most {MISCLASSIFIED_TRIES} tries)")
+        c3.button("Sample a review", key="sample_btn", on_click=_do_sample,
+                  args=(reviews, stars, only_wrong, predictor), use_container_width=True)
+        note = st.session_state.pop("sample_note", "")
+        if note:
+            st.info(note)
+
+    st.text_area("Review text", key="review_text", height=160,
+                 placeholder="Paste an Amazon review, e.g. “Battery died after a week, "
+                             "support never answered.”")
+    clicked = st.button("Predict", type="primary", key="predict_btn")
+    if clicked or st.session_state.pop("run_predict", False):
+        text = st.session_state.get("review_text") or ""
+        if not text.strip():
+            st.session_state.pop("result", None)
+            st.info("Type or paste a review first (the text box is empty), or press "
+                    "**Sample a review**.")
+            return
+        run(predictor, text, ckpt_key)
+
+
+def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
+    with st.spinner("Predicting…"):
+        pred = predictor.predict(text)
+    st.session_state["result"] = {"key": ckpt_key, "input": text, "pred": pred}
+
+
+def current(predictor: Predictor, ckpt_key: str):
+    """(prediction, true stars or None, source or None), re-run if the checkpoint changed."""
+    res = st.session_state.get("result")
+    if not res:
+        return None
+    if res["key"] != ckpt_key:  # another checkpoint was picked: same text, new model
+        run(predictor, res["input"], ckpt_key)
+        res = st.session_state["result"]
+    truth = st.session_state.get("truth") or {}
+    if truth.get("text") == res["input"]:
+        return res["pred"], truth.get("stars"), truth.get("source")
+    return res["pred"], None, None

@@ -1,0 +1,146 @@
+"""The prediction card, the four attention views and the downloads."""
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from .. import attention as A
+from .. import figures as F
+from ..headview import MAX_TOKENS as HV_MAX, head_view_height, head_view_html
+from ..inference import Prediction
+
+HEATMAP_WRAP = 48  # columns per row of the [CLS] heatmap: a 256-token review wraps into 6 rows
+
+
+def prediction_card(pred: Prediction, true_stars: int | None = None, source: str | None = None):
+    scheme = pred.scheme
+    true_id = scheme.class_of(true_stars) if (true_stars and scheme) else None
+    c1, c2 = st.columns([2, 3])
+    with c1:
+        st.markdown(f"<div class='rb-stars' style='font-size:2.6rem;color:#f5a623;"
+                    f"letter-spacing:2px;line-height:1.1'>{pred.stars}</div>",
+                    unsafe_allow_html=True)
+        st.markdown(f"**Predicted: {pred.label}** ({pred.probs[pred.label_id]:.0%} probability)")
+        if true_stars:
+            ok = true_id == pred.label_id
+            verdict = "✅ correct" if ok else "❌ misclassified"
+            st.markdown(f"True rating: **{'★' * true_stars}{'☆' * (5 - true_stars)}** "
+                        f"({true_stars} star{'s' if true_stars > 1 else ''}) — {verdict}")
+        if source:
+            st.caption(f"Review from: {source}")
+        st.caption(f"{pred.n_tokens} tokens, {len(pred.words)} words, "
+                   f"{pred.num_layers} layers × {pred.num_heads} heads")
+    with c2:
+        st.plotly_chart(F.probs_bar(list(scheme.names), pred.probs, pred.label_id, true_id),
+                        key="probs_chart", config={"displayModeBar": False})
+    if pred.chars_cut:
+        st.warning("This text is very long: only its first 100,000 characters were read.")
+    if pred.truncated:
+        st.warning(f"Truncated: the review has {pred.n_tokens_original:,} tokens but the model "
+                   f"reads at most {pred.max_length}. The prediction and the attention use only "
+                   f"the first {pred.max_length - 2} wordpieces.")
+
+
+def attention_controls(pred: Prediction) -> dict:
+    st.markdown("Controls for the views below. Layer and head are numbered from 1.")
+    c1, c2, c3, c4 = st.columns(4)
+    layer = c1.selectbox("Layer", list(range(pred.num_layers)), index=pred.num_layers - 2
+                         if pred.num_layers > 1 else 0, format_func=lambda i: f"layer {i + 1}",
+                         key="att_layer")
+    head_opts = [None] + list(range(pred.num_heads))
+    head = c2.selectbox("Head", head_opts, key="att_head",
+                        format_func=lambda h: "mean of heads" if h is None else f"head {h + 1}")
+    level = c3.radio("Columns", ["token", "word"], horizontal=True, key="att_level",
+                     help="word: the attention of a word's WordPieces is summed")
+    include = c4.checkbox("Include [CLS]/[SEP]", value=False, key="att_special",
+                          help="Unticked: the special tokens are dropped and each row is "
+                               "renormalised to sum to 1")
+    return dict(layer=layer, head=head, level=level, include_special=include)
+
+
+def cls_layers_view(pred: Prediction, c: dict):
+    st.subheader("[CLS] → token attention, last layers")
+    st.caption("The classifier reads only the [CLS] position, so this is where the model "
+               "looks when it decides (the seed report's figure). Rows: layers; brighter = more.")
+    view = A.cls_view(pred, head=c["head"], level=c["level"], include_special=c["include_special"])
+    fig = F.cls_heatmap(view, wrap=HEATMAP_WRAP)
+    st.plotly_chart(fig, key="cls_heatmap")
+    downloads(pred, fig)
+
+
+def heads_view(pred: Prediction, c: dict):
+    st.subheader(f"Every head of layer {c['layer'] + 1}")
+    view = A.heads_view(pred, c["layer"], level=c["level"], include_special=c["include_special"])
+    st.plotly_chart(F.heads_figure(view, c["layer"], wrap=HEATMAP_WRAP), key="heads_fig")
+    head = 0 if c["head"] is None else c["head"]
+    if c["head"] is None:
+        st.caption("Enlarged below: head 1 (pick a head above to enlarge another).")
+    st.plotly_chart(F.head_bars(view, c["layer"], head), key="head_bars")
+
+
+def bertviz_view(pred: Prediction, c: dict):
+    st.subheader("Head view (bertviz): token → token")
+    st.caption("Lines join each token (left) to the tokens it attends to (right); hover a "
+               "token to isolate its lines, click the coloured squares to toggle heads, "
+               "double-click one to show it alone. Works offline.")
+    if len(pred.tokens) > HV_MAX:
+        st.info(f"The head view draws one line per token pair per head, so it shows the "
+                f"first {HV_MAX - 1} tokens and the final [SEP] of {len(pred.tokens)}. "
+                "The heatmaps above show all of them.")
+    heads = None if c["head"] is None else [c["head"]]
+    html = head_view_html(pred, layer=c["layer"], heads=heads)
+    st.iframe(html, height=head_view_height(pred))
+
+
+def highlight_view(pred: Prediction, c: dict):
+    head = "mean of heads" if c["head"] is None else f"head {c['head'] + 1}"
+    st.subheader("The review, highlighted by attention")
+    st.caption(f"[CLS] → word attention in layer {c['layer'] + 1}, {head} "
+               "(special tokens excluded, renormalised). Hover a word for its value.")
+    scores = A.word_scores(pred, c["layer"], c["head"])
+    st.markdown(F.highlight_html(pred.text, pred.word_spans, scores), unsafe_allow_html=True)
+
+
+# ------------------------------------------------------------------ downloads
+def _png_bytes(fig) -> bytes:
+    if not os.environ.get("BROWSER_PATH") and Path("/usr/bin/chromium").exists():
+        os.environ["BROWSER_PATH"] = "/usr/bin/chromium"  # kaleido: use Debian's, never download
+    return fig.to_image(format="png", scale=1)
+
+
+def downloads(pred: Prediction, fig):
+    st.markdown("**Downloads**")
+    c1, c2, c3, c4 = st.columns(4)
+    key = f"{hash(pred.text)}-{fig.layout.title.text}"
+    with c1:
+        png = st.session_state.get("png")
+        if png and png[0] == key:
+            st.download_button("Heatmap PNG", png[1], "cls_attention.png", "image/png",
+                               key="dl_png", on_click="ignore")
+        elif st.button("Render heatmap PNG", key="make_png",
+                       help="Rendered with kaleido in a headless Chromium (a few seconds)"):
+            try:
+                with st.spinner("Rendering PNG…"):
+                    st.session_state["png"] = (key, _png_bytes(fig))
+                st.rerun()
+            except Exception as e:  # noqa: BLE001 - any kaleido/Chrome failure: say so
+                st.warning(f"PNG export is not available here ({type(e).__name__}: {e}). "
+                           "The HTML download works without it.")
+    c2.download_button("Heatmap HTML", lambda: fig.to_html(include_plotlyjs=True, full_html=True),
+                       "cls_attention.html", "text/html", key="dl_html", on_click="ignore",
+                       help="Interactive, with plotly.js inside: opens offline")
+    c3.download_button("Attention JSON", lambda: json.dumps(pred.weights_json()),
+                       "attention.json", "application/json", key="dl_json", on_click="ignore")
+
+    def npy() -> bytes:
+        buf = io.BytesIO()
+        np.save(buf, pred.attentions)
+        return buf.getvalue()
+    c4.download_button("Attention .npy", npy, "attention.npy", "application/octet-stream",
+                       key="dl_npy", on_click="ignore",
+                       help="float32 [layer, head, query, key]; tokens are in the JSON")

