@@ -20,7 +20,8 @@ Design, because the full Cell Phones category has 10 million reviews:
   seed: not on file order, not on row order.
 * Pass 2 streams the files again and keeps the text of the chosen rows only.
 
-Memory is about 13 bytes per usable row plus the chosen texts.
+Memory is about 13 bytes per usable row plus the chosen texts; deduplication
+briefly needs ~35 bytes per row (the sort order and the sorted hashes).
 
 Rules, stated once here so the report and the docs agree:
 
@@ -78,7 +79,7 @@ MAX_RECORD_BYTES = 1 << 20
 """A JSON line or CSV field longer than this is skipped ("line too long")."""
 MAX_DOCUMENT_BYTES = 512 << 20
 """A pretty-printed JSON array is loaded whole, so it must stay below this."""
-_READ_BUFFER = 1 << 20
+_READ_BUFFER = 256 << 10
 _SNIFF_BYTES = 64 << 10
 _SNIFF_RECORDS = 64
 _TOKEN_BATCH = 512
@@ -932,17 +933,22 @@ def _dedupe(table: _Table, report: DataReport) -> np.ndarray:
     if n == 0:
         return np.empty(0, np.int64)
     order = np.lexsort((table.rows, table.files, table.hashes))
+    # Temporaries are freed as soon as possible: at 10M rows each costs 10-80 MB.
     h = table.hashes[order]
-    s = table.stars[order]
     first = np.empty(n, bool)
     first[0] = True
     np.not_equal(h[1:], h[:-1], out=first[1:])
+    del h
     starts = np.flatnonzero(first)
-    sizes = np.diff(np.append(starts, n))
+    del first
+    s = table.stars[order]
     conflict = np.minimum.reduceat(s, starts) != np.maximum.reduceat(s, starts)
+    del s
+    sizes = np.diff(np.append(starts, n))
     report.conflicting_texts = int(conflict.sum())
     report.conflicts_dropped = int(sizes[conflict].sum())
     report.duplicates_dropped = int((sizes[~conflict] - 1).sum())
+    del sizes
     keep = order[starts[~conflict]]
     report.unique_texts = int(len(keep))
     return keep
