@@ -412,27 +412,41 @@ def _clean_json_line(s: bytes) -> bytes:
 
 def _sniff(path: Path) -> _Format:
     """Decide the format from the first bytes of the (decompressed) content."""
+    head = _read_head(path)
+    if head.startswith(codecs.BOM_UTF8):
+        head = head[3:]
+    if b"\x00" in head[:8192]:
+        raise DataError(f"{path}: looks like a binary file (NUL bytes), not JSON or "
+                        "CSV text; UTF-16 files must be saved as UTF-8")
+    stripped = head.lstrip()
+    if not stripped:
+        raise DataError(f"{path}: is empty")
+    first = stripped[:1]
+    if first == b"{":
+        return _Format("jsonl", keys=_sniff_keys(path, io.BytesIO(head), array=False))
+    if first == b"[":
+        return _sniff_array(path, io.BytesIO(head))
+    header = _decode(head[:_SNIFF_BYTES]).splitlines()[0]
+    return _Format("csv", delimiter=_pick_delimiter(path, header))
+
+
+def _read_head(path: Path) -> bytes:
+    """Up to 2 MiB of content. A truncated or corrupt stream is fine here as long
+    as some bytes came out: reading the rows reports it with a line number."""
+    chunks: list[bytes] = []
+    size = 0
     try:
         with _open_bytes(path) as (f, _):
-            head = f.peek(_SNIFF_BYTES)[:_SNIFF_BYTES]
-            if head.startswith(codecs.BOM_UTF8):
-                head = head[3:]
-            if b"\x00" in head[:8192]:
-                raise DataError(f"{path}: looks like a binary file (NUL bytes), not JSON or "
-                                "CSV text; UTF-16 files must be saved as UTF-8")
-            stripped = head.lstrip()
-            if not stripped:
-                raise DataError(f"{path}: is empty")
-            first = stripped[:1]
-            if first == b"{":
-                return _Format("jsonl", keys=_sniff_keys(f, array=False))
-            if first == b"[":
-                return _sniff_array(path, f)
-            text = _decode(head)
-            header = text.splitlines()[0] if text else ""
-            return _Format("csv", delimiter=_pick_delimiter(path, header))
+            while size < 2 * MAX_RECORD_BYTES:
+                chunk = f.read1(_SNIFF_BYTES)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
     except _STREAM_ERRORS as e:
-        raise _stream_error(path, "at the start", e) from e
+        if not chunks:
+            raise _stream_error(path, "at the start", e) from e
+    return b"".join(chunks)
 
 
 def _sniff_array(path: Path, f) -> _Format:
@@ -453,18 +467,24 @@ def _sniff_array(path: Path, f) -> _Format:
     if not isinstance(rec, dict):
         return _Format("json-document")
     keys = dict.fromkeys(rec)
-    keys.update(dict.fromkeys(_sniff_keys(f, array=True)))
+    keys.update(dict.fromkeys(_sniff_keys(path, f, array=True)))
     return _Format("json-array", keys=list(keys))
 
 
-def _sniff_keys(f, array: bool) -> list[str]:
-    """Union of the keys of the first few records: one record may lack a field."""
+def _sniff_keys(path: Path, f, array: bool) -> list[str]:
+    """Union of the keys of the first few records: one record may lack a field.
+
+    If not one of the first lines parses, the file is not JSON lines at all.
+    """
     keys: dict[str, None] = {}
     seen = 0
+    lineno = 0
+    first_error = None
     while seen < _SNIFF_RECORDS:
         line = f.readline(MAX_RECORD_BYTES + 1)
         if not line:
             break
+        lineno += 1
         s = line.lstrip(codecs.BOM_UTF8).strip()
         if array:
             s = _clean_json_line(s)
@@ -472,11 +492,16 @@ def _sniff_keys(f, array: bool) -> list[str]:
             continue
         try:
             rec = _loads(s)
-        except (ValueError, RecursionError):
-            continue
+        except (ValueError, RecursionError) as e:
+            rec = _retry_decoded(s)
+            if rec is None:
+                first_error = first_error or (lineno, e)
+                continue
         if isinstance(rec, dict):
             keys.update(dict.fromkeys(rec))
             seen += 1
+    if not keys and first_error is not None and not array:
+        raise DataError(f"{path}: line {first_error[0]}: not valid JSON ({first_error[1]})")
     return list(keys)
 
 
@@ -505,7 +530,6 @@ class _Source:
         self.options = options or ReadOptions()
         self.report = report
         self.warn = warn
-        self.lineno = 0
         self.fmt = _sniff(self.path)
         report.format = self.fmt.kind
         report.size = self.path.stat().st_size
@@ -607,7 +631,7 @@ class _Source:
                 if hraw is not None:
                     hraw.drain()
         except _STREAM_ERRORS as e:
-            raise _stream_error(self.path, f"near line {self.lineno}", e) from e
+            raise _stream_error(self.path, "while reading", e) from e
         finally:
             bad = _replaced[0] - before
             if bad and wanted is None:
@@ -625,15 +649,20 @@ class _Source:
         first_error = None
         lineno = 0
         while True:
-            line = readline(limit)
+            try:
+                line = readline(limit)
+            except _STREAM_ERRORS as e:
+                raise _stream_error(self.path, f"near line {lineno + 1}", e) from e
             if not line:
                 break
             lineno += 1
             if len(line) == limit and line[-1:] != b"\n":
                 _skip_line(f)
-                self.lineno = lineno
                 if want.active:
                     continue
+                if pending is not None:
+                    yield pending, BAD_JSON
+                    pending = None
                 yield lineno, LINE_TOO_LONG
                 continue
             if want.active:
@@ -655,7 +684,6 @@ class _Source:
             except (ValueError, RecursionError) as e:
                 rec = _retry_decoded(s)
                 if rec is None:
-                    self.lineno = lineno
                     if first_error is None:
                         first_error = (lineno, str(e))
                     pending = lineno
@@ -667,7 +695,6 @@ class _Source:
             yield lineno, rec
             if want.done:
                 return
-        self.lineno = lineno
         if pending is not None:
             if not parsed_any:
                 raise DataError(f"{self.path}: line {first_error[0]}: not valid JSON "
@@ -726,9 +753,10 @@ class _Source:
                 row = next(reader)
             except StopIteration:
                 break
+            except _STREAM_ERRORS as e:
+                raise _stream_error(self.path, f"near line {reader.line_num + 1}", e) from e
             except csv.Error as e:
                 idx += 1
-                self.lineno = reader.line_num
                 if not want.active:
                     yield idx, LINE_TOO_LONG if "field larger" in str(e) else BAD_CSV_ROW
                 continue
@@ -739,11 +767,9 @@ class _Source:
                 if idx != want.next:
                     continue
                 want.advance()
-                self.lineno = reader.line_num
             yield idx, row
             if want.done:
                 return
-        self.lineno = reader.line_num
 
 
 class _Cursor:
