@@ -942,7 +942,16 @@ def _scan_file(src: _Source, hashes: array, stars: array, rows: array,
 
 
 def _count_tokens(tokenizer, texts: list[str]) -> list[int]:
-    """Tokens per text, without [CLS]/[SEP], one batched call to the fast tokenizer."""
+    """Tokens per text, without [CLS]/[SEP], one batched call.
+
+    The Rust backend's ``encode_batch_fast`` (no offsets) is ~2.5x faster than
+    the Python wrapper; it is used only when no truncation or padding is set on
+    it, so the counts are the same.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and backend.truncation is None and backend.padding is None:
+        encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+        return [len(e.ids) for e in encode(texts, add_special_tokens=False)]
     enc = tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
                     return_token_type_ids=False, truncation=False, verbose=False)
     return [len(ids) for ids in enc["input_ids"]]

@@ -431,3 +431,19 @@ def test_streaming_memory_stays_bounded(tmp_path):
     assert text_bytes > 90e6
     assert peak < 0.15 * text_bytes, (peak, text_bytes)
     assert peak / 200_000 < 64  # bytes per review read (13 kept + dedup temporaries)
+
+
+def test_min_tokens_with_a_tokenizer_without_rust_backend(tmp_path):
+    """Slow (pure Python) tokenizers go through the plain __call__ path."""
+    class CharTokenizer:  # one token per character, so words != tokens
+        def __call__(self, texts, **kw):
+            assert kw.get("add_special_tokens") is False
+            return {"input_ids": [list(t) for t in texts]}
+
+    # "xxxxx 1" .. "xxxxxxxxxxxxxx 1": 7..16 characters, 2 words each
+    reviews = [("x" * (5 + i) + f" {star}", star) for star in range(1, 6) for i in range(10)]
+    path = write_csv(tmp_path / "c.csv", reviews)
+    s = build_splits([path], FIVE, min_tokens=10, tokenizer=CharTokenizer())
+    kept = [e for n in SPLITS for e in s[n]]
+    assert s.report.skipped["too few tokens"] == 5 * 3  # 7, 8 and 9 characters
+    assert len(kept) == 5 * 7 and all(len(e.text) >= 10 for e in kept)
