@@ -336,7 +336,7 @@ def test_fingerprint(tmp_path, two_files):
     raw = a.read_bytes()
     assert fp == {"name": "a.csv", "path": str(a.absolute()), "size": len(raw),
                   "sha256": hashlib.sha256(raw).hexdigest()}
-    data._SHA_CACHE.clear()
+    data.read._SHA_CACHE.clear()
     build_splits([a], FIVE, max_per_class=5)
     assert fingerprint(a)["sha256"] == hashlib.sha256(raw).hexdigest()  # from pass 1's cache
 
@@ -346,10 +346,10 @@ def test_gz_fingerprint_is_of_the_compressed_file(tmp_path, two_files):
     a, _, _, _ = two_files
     gz = tmp_path / "a.csv.gz"
     gz.write_bytes(gzip.compress(a.read_bytes()))
-    data._SHA_CACHE.clear()
+    data.read._SHA_CACHE.clear()
     build_splits([gz], FIVE, max_per_class=5)
     cached = fingerprint(gz)["sha256"]
-    data._SHA_CACHE.clear()
+    data.read._SHA_CACHE.clear()
     assert cached == fingerprint(gz)["sha256"] == hashlib.sha256(gz.read_bytes()).hexdigest()
 
 

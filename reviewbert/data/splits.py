@@ -1,0 +1,420 @@
+"""From review files to balanced splits: hash, deduplicate, select, collect.
+
+See the package docstring (``reviewbert.data``) for the design (two streaming
+passes, 13 bytes per row in between) and the deduplication rules.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+from array import array
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ..labels import LabelScheme, get_scheme
+from .read import ReadOptions, _check_path, _remember_sha, _Source, fingerprint
+from .report import TOO_FEW_TOKENS, DataError, DataReport, FileReport
+
+_TOKEN_BATCH = 512
+SPLIT_NAMES = ("train", "validation", "test")
+HASH_NAME = "blake2b-64"
+
+
+@dataclass
+class Example:
+    text: str
+    stars: int          # 1..5, the original rating
+    label: int          # class id under the scheme
+    source: str         # file basename
+
+
+@dataclass
+class Splits:
+    train: list[Example]
+    validation: list[Example]
+    test: list[Example]
+    report: DataReport
+
+    def __getitem__(self, name: str) -> list[Example]:
+        if name not in SPLIT_NAMES:
+            raise KeyError(f"no split {name!r}; splits are {', '.join(SPLIT_NAMES)}")
+        return getattr(self, name)
+
+    def items(self):
+        return [(n, self[n]) for n in SPLIT_NAMES]
+
+
+# ------------------------------------------------------------------------ hashing
+def _text_hash(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"),
+                                          digest_size=8).digest(), "little")
+
+
+def _seed_key(seed: int, purpose: str) -> np.uint64:
+    return np.uint64(_text_hash(f"reviewbert/{purpose}/{int(seed)}"))
+
+
+def _mix64(x: np.ndarray, key: np.uint64) -> np.ndarray:
+    """splitmix64 finaliser of ``x ^ key``: a seeded, well-spread priority per text."""
+    x = x ^ key
+    x ^= x >> np.uint64(30)
+    x *= np.uint64(0xBF58476D1CE4E5B9)
+    x ^= x >> np.uint64(27)
+    x *= np.uint64(0x94D049BB133111EB)
+    x ^= x >> np.uint64(31)
+    return x
+
+
+# ------------------------------------------------------------------ pass 1: scan
+@dataclass
+class _Table:
+    """Pass-1 result: 13 bytes per usable row."""
+    hashes: np.ndarray   # uint64 hash of the final text
+    stars: np.ndarray    # int8
+    files: np.ndarray    # uint16 index into the canonical path list
+    rows: np.ndarray     # uint32 row index inside the file
+
+
+def _scan(sources: list[_Source], min_tokens: int, tokenizer, progress) -> _Table:
+    parts = []
+    for fid, src in enumerate(sources):
+        hashes, stars, rows = array("Q"), array("b"), array("I")
+        _scan_file(src, hashes, stars, rows, min_tokens, tokenizer, progress)
+        n = len(hashes)
+        parts.append((np.frombuffer(hashes, np.uint64), np.frombuffer(stars, np.int8),
+                      np.full(n, fid, np.uint16), np.frombuffer(rows, np.uint32)))
+    if not parts:
+        return _Table(*(np.empty(0, t) for t in (np.uint64, np.int8, np.uint16, np.uint32)))
+    return _Table(*(np.concatenate([p[i] for p in parts]) for i in range(4)))
+
+
+def _scan_file(src: _Source, hashes: array, stars: array, rows: array,
+               min_tokens: int, tokenizer, progress) -> None:
+    add_h, add_s, add_r = hashes.append, stars.append, rows.append
+    blake, from_bytes = hashlib.blake2b, int.from_bytes
+    pending: list[tuple[int, str, int]] = []
+
+    def flush():
+        counts = _count_tokens(tokenizer, [t for _, t, _ in pending])
+        for (idx, text, star), n in zip(pending, counts):
+            if n < min_tokens:
+                src.report.skipped[TOO_FEW_TOKENS] += 1
+                src.report.usable -= 1
+                continue
+            add_h(_text_hash(text)), add_s(star), add_r(idx)
+        pending.clear()
+
+    sha = hashlib.sha256()
+    it = src.records(hasher=sha)
+    for n, (idx, text, star) in enumerate(it, 1):
+        if min_tokens and len(text.split(None, min_tokens - 1)) < min_tokens:
+            pending.append((idx, text, star))  # fewer words than tokens needed: tokenize
+            if len(pending) >= _TOKEN_BATCH:
+                flush()
+            continue
+        add_h(from_bytes(blake(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                         "little"))
+        add_s(star)
+        add_r(idx)
+        if progress is not None and n % 100_000 == 0:
+            progress("read", src.path.name, n)
+    if pending:
+        flush()
+    src.report.sha256 = _remember_sha(src.path, src._hraw, sha)
+
+
+def _count_tokens(tokenizer, texts: list[str]) -> list[int]:
+    """Tokens per text, without [CLS]/[SEP], one batched call.
+
+    The Rust backend's ``encode_batch_fast`` (no offsets) is ~2.5x faster than
+    the Python wrapper; it is used only when no truncation or padding is set on
+    it, so the counts are the same.
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and backend.truncation is None and backend.padding is None:
+        encode = getattr(backend, "encode_batch_fast", backend.encode_batch)
+        return [len(e.ids) for e in encode(texts, add_special_tokens=False)]
+    enc = tokenizer(texts, add_special_tokens=False, return_attention_mask=False,
+                    return_token_type_ids=False, truncation=False, verbose=False)
+    return [len(ids) for ids in enc["input_ids"]]
+
+
+# --------------------------------------------------------------- dedup + selection
+def _dedupe(table: _Table, report: DataReport) -> np.ndarray:
+    """Indexes (into ``table``) of one row per text, conflicts removed.
+
+    Rows are sorted by (hash, file, row), so the kept copy of a duplicate is the
+    first one in canonical file order, whatever order the paths came in.
+    """
+    n = len(table.hashes)
+    if n == 0:
+        return np.empty(0, np.int64)
+    order = np.lexsort((table.rows, table.files, table.hashes))
+    # Temporaries are freed as soon as possible: at 10M rows each costs 10-80 MB.
+    h = table.hashes[order]
+    first = np.empty(n, bool)
+    first[0] = True
+    np.not_equal(h[1:], h[:-1], out=first[1:])
+    del h
+    starts = np.flatnonzero(first)
+    del first
+    s = table.stars[order]
+    conflict = np.minimum.reduceat(s, starts) != np.maximum.reduceat(s, starts)
+    del s
+    sizes = np.diff(np.append(starts, n))
+    report.conflicting_texts = int(conflict.sum())
+    report.conflicts_dropped = int(sizes[conflict].sum())
+    report.duplicates_dropped = int((sizes[~conflict] - 1).sum())
+    del sizes
+    keep = order[starts[~conflict]]
+    report.unique_texts = int(len(keep))
+    return keep
+
+
+def _split_sizes(n: int, fractions: tuple[float, float, float]) -> tuple[int, int, int]:
+    """Largest-remainder rounding: sizes sum to ``n`` and a 0 fraction gets 0."""
+    exact = [n * f for f in fractions]
+    sizes = [int(math.floor(x)) for x in exact]
+    by_remainder = sorted(range(3), key=lambda i: (-(exact[i] - sizes[i]), i))
+    for i in by_remainder[: n - sum(sizes)]:
+        sizes[i] += 1
+    return tuple(sizes)
+
+
+def _select(table: _Table, unique: np.ndarray, scheme: LabelScheme, seed: int,
+            fractions, max_per_class: int | None, report: DataReport) -> list[np.ndarray]:
+    """Per split, the table indexes of its rows in their final (shuffled) order."""
+    lut = np.full(6, -1, np.int8)
+    for star, cid in scheme.star_to_id.items():
+        lut[star] = cid
+    stars = table.stars[unique]
+    classes = lut[stars]
+    report.stars_before = {s: int((stars == s).sum()) for s in range(1, 6)}
+    counts = np.bincount(classes, minlength=scheme.num_labels)
+    report.classes_before = {scheme.names[c]: int(counts[c]) for c in range(scheme.num_labels)}
+    n = int(counts.min()) if len(counts) else 0
+    if max_per_class is not None:
+        n = min(n, int(max_per_class))
+    if n <= 0:
+        empty = [scheme.names[c] for c in range(scheme.num_labels) if counts[c] == 0]
+        why = (f"no usable reviews for {', '.join(empty)}" if empty
+               else "max_per_class is 0")
+        raise DataError(f"cannot build balanced splits: {why} "
+                        f"(usable unique reviews per class: {report.classes_before})")
+    report.per_class = n
+    sizes = _split_sizes(n, fractions)
+    priority = _mix64(table.hashes[unique], _seed_key(seed, "select"))
+    chosen: list[list[np.ndarray]] = [[], [], []]
+    for c in range(scheme.num_labels):
+        members = np.flatnonzero(classes == c)
+        pr = priority[members]
+        if n < len(members):
+            part = np.argpartition(pr, n - 1)[:n]
+        else:
+            part = np.arange(len(members))
+        take = unique[members[part[np.argsort(pr[part], kind="stable")]]]
+        lo = 0
+        for k, size in enumerate(sizes):
+            chosen[k].append(take[lo:lo + size])
+            lo += size
+    order_key = _seed_key(seed, "order")
+    result = []
+    for k, name in enumerate(SPLIT_NAMES):
+        idx = np.concatenate(chosen[k])
+        idx = idx[np.argsort(_mix64(table.hashes[idx], order_key), kind="stable")]
+        result.append(idx)
+        report.split_counts[name] = {
+            scheme.names[c]: int((lut[table.stars[idx]] == c).sum())
+            for c in range(scheme.num_labels)}
+    return result
+
+
+# ------------------------------------------------------------------ pass 2: texts
+def _collect(sources: list[_Source], table: _Table, chosen: list[np.ndarray],
+             scheme: LabelScheme, progress) -> list[list[Example]]:
+    """Read the files again, keeping the texts of the chosen rows only."""
+    out: list[list[Example | None]] = [[None] * len(idx) for idx in chosen]
+    split_of = np.concatenate([np.full(len(idx), k, np.int8) for k, idx in enumerate(chosen)])
+    pos_of = np.concatenate([np.arange(len(idx)) for idx in chosen])
+    rec = np.concatenate(chosen)
+    for fid, src in enumerate(sources):
+        mine = np.flatnonzero(table.files[rec] == fid)
+        if not len(mine):
+            continue
+        mine = mine[np.argsort(table.rows[rec[mine]], kind="stable")]
+        wanted = table.rows[rec[mine]]
+        slots = zip(mine.tolist(), rec[mine].tolist())
+        for (row_idx, raw), (slot, t) in zip(src.rows(wanted=wanted), slots):
+            got = src.extract(raw) if type(raw) is not str else raw
+            if type(got) is str or row_idx != int(table.rows[t]) \
+                    or _text_hash(got[0]) != int(table.hashes[t]):
+                raise DataError(f"{src.path}: changed while it was being read "
+                                f"(row {row_idx} differs between the two passes)")
+            text, stars = got
+            out[split_of[slot]][pos_of[slot]] = Example(text, stars, scheme.class_of(stars),
+                                                        src.path.name)
+        if progress is not None:
+            progress("collect", src.path.name, len(mine))
+    missing = sum(e is None for split in out for e in split)
+    if missing:
+        raise DataError(f"{missing} chosen reviews were not found again in the second pass "
+                        "(a file changed while it was being read)")
+    return out  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------- building
+def _as_scheme(scheme) -> LabelScheme:
+    return scheme if isinstance(scheme, LabelScheme) else get_scheme(scheme)
+
+
+def _check_fractions(fractions) -> tuple[float, float, float]:
+    try:
+        fr = tuple(float(f) for f in fractions)
+    except (TypeError, ValueError):
+        raise DataError(f"fractions must be three numbers, got {fractions!r}") from None
+    if len(fr) != 3 or any(not math.isfinite(f) or f < 0 for f in fr) \
+            or abs(sum(fr) - 1.0) > 1e-6 or fr[0] <= 0:
+        raise DataError(f"fractions (train, validation, test) must be >= 0, sum to 1, "
+                        f"with train > 0; got {fractions!r}")
+    return fr
+
+
+def _canonical(paths) -> list[Path]:
+    """Absolute paths, each once, sorted by (name, path): file order never matters."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    unique: dict[str, Path] = {}
+    for p in paths:
+        p = Path(p).absolute()
+        _check_path(p)
+        unique.setdefault(str(p.resolve()), p)
+    if not unique:
+        raise DataError("no data files given")
+    return sorted(unique.values(), key=lambda p: (p.name, str(p)))
+
+
+def build_splits(paths: Iterable[str | os.PathLike], scheme: LabelScheme, *, seed: int = 42,
+                 fractions: tuple[float, float, float] = (0.7, 0.1, 0.2),
+                 max_per_class: int | None = None, min_tokens: int = 0,
+                 tokenizer=None, options: ReadOptions | None = None,
+                 progress: Callable[[str, str, int], None] | None = None) -> Splits:
+    """Read ``paths`` into balanced train/validation/test splits.
+
+    Every split holds the same number of examples per class (per *class* of
+    the scheme: for 3 labels, "negative" draws from 1 and 2 stars in their
+    natural proportion). ``max_per_class`` caps the total per class across
+    the three splits. ``min_tokens`` (default 0: no filter) drops texts with
+    fewer tokens than that under ``tokenizer`` (default: the base model's),
+    not counting [CLS]/[SEP]. The result depends only on the set of files,
+    the options and ``seed``. ``progress(stage, file_name, rows)`` is called
+    now and then, for long reads.
+    """
+    scheme = _as_scheme(scheme)
+    fractions = _check_fractions(fractions)
+    if max_per_class is not None and int(max_per_class) < 0:
+        raise DataError(f"max_per_class must be >= 0, got {max_per_class!r}")
+    min_tokens = int(min_tokens or 0)
+    if min_tokens > 0 and tokenizer is None:
+        from .model import load_tokenizer
+        tokenizer = load_tokenizer(None)
+    report = DataReport(scheme=f"{scheme.num_labels} labels", class_names=scheme.names)
+    sources = []
+    for p in _canonical(paths):
+        fr = FileReport(name=p.name, path=str(p))
+        sources.append(_Source(p, options, fr, report.warn))
+        report.files.append(fr)
+    table = _scan(sources, min_tokens, tokenizer, progress)
+    unique = _dedupe(table, report)
+    chosen = _select(table, unique, scheme, seed, fractions, max_per_class, report)
+    del unique
+    train, validation, test = _collect(sources, table, chosen, scheme, progress)
+    return Splits(train, validation, test, report)
+
+
+def data_config(paths, scheme, *, seed: int = 42,
+                fractions: tuple[float, float, float] = (0.7, 0.1, 0.2),
+                max_per_class: int | None = None, min_tokens: int = 0,
+                options: ReadOptions | None = None) -> dict:
+    """Everything :func:`splits_from_meta` needs to rebuild the same splits.
+
+    JSON-able; stored as ``meta["data"]`` in reviewbert.json. Files keep the
+    order given (the splits do not depend on it).
+    """
+    scheme = _as_scheme(scheme)
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    return {
+        "files": [fingerprint(p) for p in paths],
+        "labels": scheme.num_labels,
+        "seed": int(seed),
+        "fractions": [float(f) for f in _check_fractions(fractions)],
+        "max_per_class": None if max_per_class is None else int(max_per_class),
+        "min_tokens": int(min_tokens or 0),
+        "options": asdict(options or ReadOptions()),
+        "hash": HASH_NAME,
+    }
+
+
+def default_data_dir() -> Path:
+    """$REVIEWBERT_DATA_DIR if set, else ``<repo root>/../shared/data``."""
+    env = os.environ.get("REVIEWBERT_DATA_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2].parent / "shared" / "data"  # repo/reviewbert/data/
+
+
+def _locate(entry: dict, data_dir) -> tuple[Path, bool]:
+    """(path, moved): the stored absolute path, else the basename in data_dir or
+    the default data folder."""
+    name = entry.get("name") or Path(entry.get("path", "")).name
+    tried = []
+    stored = entry.get("path")
+    if stored:
+        tried.append(Path(stored))
+    for d in (data_dir, default_data_dir()):
+        if d is not None and name:
+            tried.append(Path(d) / name)
+    for i, p in enumerate(tried):
+        if p.is_file():
+            return p, (i > 0 or not stored)
+    raise DataError(f"data file {name!r} not found; looked at: "
+                    + ", ".join(str(p) for p in tried))
+
+
+def splits_from_meta(meta: dict, data_dir=None, tokenizer=None) -> Splits:
+    """Rebuild the splits a checkpoint was trained on from ``meta["data"]``.
+
+    Pass the checkpoint's tokenizer when ``min_tokens`` > 0. A file whose
+    sha256 changed since training is still used, with a warning in
+    ``splits.report.warnings``: the splits may then differ.
+    """
+    cfg = meta.get("data") if isinstance(meta, dict) and "data" in meta else meta
+    if not isinstance(cfg, dict) or not cfg.get("files"):
+        raise DataError("the checkpoint's reviewbert.json has no data section "
+                        "(meta['data']); its splits cannot be rebuilt")
+    if cfg.get("hash", HASH_NAME) != HASH_NAME:
+        raise DataError(f"splits were made with text hash {cfg['hash']!r}; this version "
+                        f"uses {HASH_NAME!r} and would choose different reviews")
+    located = [(entry, *_locate(entry, data_dir)) for entry in cfg["files"]]
+    try:
+        options = ReadOptions(**(cfg.get("options") or {}))
+        splits = build_splits(
+            [p for _, p, _ in located], get_scheme(cfg["labels"]),
+            seed=cfg.get("seed", 42), fractions=tuple(cfg.get("fractions", (0.7, 0.1, 0.2))),
+            max_per_class=cfg.get("max_per_class"), min_tokens=cfg.get("min_tokens", 0),
+            tokenizer=tokenizer, options=options)
+    except (KeyError, TypeError) as e:
+        raise DataError(f"the checkpoint's data section is malformed: {e}") from e
+    for entry, path, moved in located:
+        if moved:
+            splits.report.warnings.append(
+                f"{entry.get('name')}: not at its stored path {entry.get('path')}; used {path}")
+        want = entry.get("sha256")
+        if want and fingerprint(path)["sha256"] != want:
+            splits.report.warn(f"{path.name}: contents changed since training (sha256 differs); "
+                               "the rebuilt splits may not match the original ones")
+    return splits
