@@ -94,26 +94,35 @@ def heads_figure(view: ClsView, layer: int, wrap: int | None = None) -> go.Figur
             plan.append((b, None))
         plan.extend((b, h) for h in range(n_heads))
     heights = [1.0 if h is not None else 4.0 for _, h in plan]
-    fig = make_subplots(rows=len(plan), cols=1, vertical_spacing=0.0, row_heights=heights,
-                        row_titles=[f"h{h + 1}" if h is not None else "" for _, h in plan])
+    # Subplot axes laid out by hand (what make_subplots would do): make_subplots plus
+    # per-row updates take ~0.6 s at 60 strips, this takes ~50 ms.
+    total = sum(heights)
+    tops = np.cumsum([0.0] + heights) / total
     zmax = float(view.values.max()) if view.values.size else 1.0
     span = len(chunks[0])
+    traces, axes, annotations = [], {}, []
     for row, (b, h) in enumerate(plan, start=1):
         idx = list(chunks[b])
         labels = [view.labels[i] for i in idx]
-        fig.update_yaxes(showticklabels=False, showgrid=False, row=row, col=1)
+        sfx = "" if row == 1 else str(row)
+        dom = [1 - tops[row], 1 - tops[row - 1]]
+        axes[f"yaxis{sfx}"] = dict(domain=dom, anchor=f"x{sfx}", showticklabels=False,
+                                   showgrid=False, zeroline=False)
         if h is None:
-            fig.update_xaxes(visible=False, row=row, col=1)
+            axes[f"xaxis{sfx}"] = dict(visible=False, anchor=f"y{sfx}")
             continue
-        fig.add_trace(go.Heatmap(
-            z=view.values[h:h + 1, idx], x=idx, y=[f"head {h + 1}"],
-            customdata=[labels], coloraxis="coloraxis", xgap=1, ygap=1,
+        annotations.append(dict(text=f"h{h + 1}", x=1.0, xref="paper", xanchor="left",
+                                y=sum(dom) / 2, yref="paper", yanchor="middle",
+                                showarrow=False, font=dict(size=11)))
+        traces.append(go.Heatmap(
+            z=view.values[h:h + 1, idx], x=idx, y=[f"head {h + 1}"], xaxis=f"x{sfx}",
+            yaxis=f"y{sfx}", customdata=[labels], coloraxis="coloraxis", xgap=1, ygap=1,
             hovertemplate=f"token: %{{customdata}}<br>layer {layer + 1}, head {h + 1}"
-                          "<br>attention: %{z:.4f}<extra></extra>"),
-            row=row, col=1)
-        fig.update_xaxes(range=[idx[0] - 0.5, idx[0] + span - 0.5], row=row, col=1,
-                         showticklabels=h == n_heads - 1, tickmode="array", tickvals=idx,
-                         ticktext=labels, tickangle=-60, showgrid=False)
+                          "<br>attention: %{z:.4f}<extra></extra>"))
+        axes[f"xaxis{sfx}"] = dict(anchor=f"y{sfx}", range=[idx[0] - 0.5, idx[0] + span - 0.5],
+                                   showticklabels=h == n_heads - 1, tickmode="array",
+                                   tickvals=idx, ticktext=labels, tickangle=-60, showgrid=False)
+    fig = go.Figure(data=traces, layout=dict(axes, annotations=annotations))
     block_px = 24 * n_heads + 96
     fig.update_layout(coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=zmax,
                                      colorbar=dict(title="attention", thickness=12)),

@@ -24,6 +24,25 @@ import numpy as np
 VENDOR = Path(__file__).resolve().parent / "assets" / "vendor"
 VENDOR_FILES = ("jquery-3.5.1.min.js", "d3-5.7.0.min.js", "require-2.3.6.min.js")
 MAX_TOKENS = 48
+MIN_LINE_WEIGHT = 0.01
+"""Lines for weights below this are not created: drawn at opacity < 0.01 they are
+invisible, and skipping them cuts the SVG (and the drawing time) several-fold.
+Hover boxes still use every weight."""
+
+# bertviz 1.4.1 renderAttention(): one <line> per (head, left, right). Drop the faint ones,
+# keeping each line's right-token index (its y2 and its hover lookup use it).
+_LINE_PATCHES = (
+    (""".selectAll("line")
+            .data(d => d)""",
+     """.selectAll("line")
+            .data(d => d.map((w, j) => ({w: w, j: j})).filter(o => o.w >= RB_MIN_WEIGHT))"""),
+    (""".attr("y2", (d, rightTokenIndex) => TEXT_TOP + rightTokenIndex * BOXHEIGHT + (BOXHEIGHT / 2))""",
+     """.attr("y2", d => TEXT_TOP + d.j * BOXHEIGHT + (BOXHEIGHT / 2))"""),
+    (""".attr("right-token-index", (d, i) => i)
+        ;""", """.attr("right-token-index", d => d.j)
+        ;"""),
+    ("""return d / activeHeads()""", """return d.w / activeHeads()"""),
+)
 
 _REQUIRE_CONFIG = re.compile(r"require\.config\(\{.*?\}\);", re.S)
 _BLOCK_COMMENT = re.compile(r"/\*\*.*?\*\*/", re.S)  # bertviz's header comment (has URLs)
@@ -69,7 +88,7 @@ def _json_for_script(obj) -> str:
 
 
 def head_view_html(pred, layer: int = 0, heads: list[int] | None = None,
-                   max_tokens: int = MAX_TOKENS) -> str:
+                   max_tokens: int = MAX_TOKENS, min_weight: float = MIN_LINE_WEIGHT) -> str:
     """A standalone HTML document with bertviz's head view of ``pred``'s attentions.
 
     Same page as ``bertviz.head_view(..., html_action="return")`` builds (its
@@ -97,6 +116,7 @@ def head_view_html(pred, layer: int = 0, heads: list[int] | None = None,
     js = js.replace("PYTHON_PARAMS", params_js)
     # Number layers from 1 in the dropdown, as every other view of the app does.
     js = js.replace('.val(layer).text(layer)', '.val(layer).text(layer + 1)')
+    js = _sparse_lines(js, min_weight)
     vis_html = (f'<div id="{vis_id}" style="font-family:\'Helvetica Neue\', Helvetica, Arial, '
                 f'sans-serif;"><span style="user-select:none">Layer: <select id="layer"></select>'
                 f"</span><div id='vis'></div></div>")
@@ -105,6 +125,15 @@ def head_view_html(pred, layer: int = 0, heads: list[int] | None = None,
             "background:#fff;color:#1f2430} select{font-size:14px}</style></head><body>\n"
             + vendored_js() + "\n" + _DECODE + vis_html
             + '\n<script type="text/javascript">\n' + js + "\n</script>\n</body></html>")
+
+
+def _sparse_lines(js: str, min_weight: float) -> str:
+    """Apply :data:`_LINE_PATCHES`, or none of them if bertviz's JS is not the expected one."""
+    if min_weight <= 0 or not all(old in js for old, _ in _LINE_PATCHES):
+        return js
+    for old, new in _LINE_PATCHES:
+        js = js.replace(old, new, 1)
+    return f"const RB_MIN_WEIGHT = {float(min_weight)!r};\n" + js
 
 
 def head_view_height(pred, max_tokens: int = MAX_TOKENS) -> int:

@@ -303,6 +303,10 @@ class Predictor:
         return (logits.float().cpu().numpy(),
                 att.to(torch.float32).cpu().numpy())
 
+    def warm_up(self) -> None:
+        """The first forward pass pays one-off costs (oneDNN kernels, allocator): pay them now."""
+        self.predict("Warm-up: the battery is fine, the screen is not. " * 8)
+
     def predict(self, text: str) -> Prediction:
         if not isinstance(text, str) or not text.strip():
             raise ValueError("empty review: type or paste some text first")

@@ -25,7 +25,9 @@ def mtime(path: Path) -> float:
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the checkpoint…")
 def load_predictor(path: str, stamp: float) -> Predictor:
-    return Predictor.from_checkpoint(path, pick_device())
+    predictor = Predictor.from_checkpoint(path, pick_device())
+    predictor.warm_up()
+    return predictor
 
 
 @st.cache_data(max_entries=4, show_spinner="Rebuilding the checkpoint's test split…")
