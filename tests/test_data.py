@@ -407,6 +407,7 @@ def test_report_to_dict_and_format(two_files):
 
 
 # ------------------------------------------------------------------ streaming
+@pytest.mark.slow
 def test_streaming_memory_stays_bounded(tmp_path):
     """Pass 1 keeps ~13 bytes per row, not the texts (dedup briefly needs ~35):
     peak traced memory for a 200k-review file (~100 MB of text) must be a small

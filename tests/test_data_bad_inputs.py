@@ -309,3 +309,21 @@ def test_same_file_twice_counts_once(tmp_path):
                  [[f"text {s} {i}", s] for s in range(1, 6) for i in range(4)])
     s = build_splits([p, str(p), tmp_path / "." / "a.csv"], FIVE)
     assert s.report.rows_read == 20 and s.report.duplicates_dropped == 0
+
+
+def test_file_changed_between_the_two_passes(tmp_path, monkeypatch):
+    """Pass 2 re-reads the chosen rows; if the file changed meanwhile it must say so."""
+    from reviewbert.data import splits as splits_mod
+    p = csv_file(tmp_path / "moving.csv", ["Reviews", "Rating"],
+                 [[f"text {s} {i}", s] for s in range(1, 6) for i in range(4)])
+    real_select = splits_mod._select
+
+    def select_then_edit(*args, **kw):
+        chosen = real_select(*args, **kw)
+        csv_file(p, ["Reviews", "Rating"],
+                 [[f"other {s} {i}", s] for s in range(1, 6) for i in range(4)])
+        return chosen
+
+    monkeypatch.setattr(splits_mod, "_select", select_then_edit)
+    with pytest.raises(DataError, match="moving.csv: changed while it was being read"):
+        build_splits([p], FIVE)
