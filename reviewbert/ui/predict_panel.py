@@ -49,7 +49,10 @@ def load_test_reviews(path: str, stamp: float) -> tuple[list[Review] | None, str
     return reviews, ""
 
 
-def _do_sample(reviews, stars, only_wrong, predictor: Predictor):
+def _do_sample(reviews, predictor: Predictor):
+    # Read the filters from session state: they may have changed in this same rerun.
+    stars = st.session_state.get("sample_stars")
+    only_wrong = st.session_state.get("sample_wrong", False)
     scheme = predictor.scheme
     wrong = None
     if only_wrong:
@@ -77,13 +80,13 @@ def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> No
     with st.container(border=True):
         st.markdown("**Sample a review** — " + source)
         c1, c2, c3 = st.columns([1.2, 1.2, 1])
-        stars = c1.selectbox("True rating", [None, 1, 2, 3, 4, 5], key="sample_stars",
+        c1.selectbox("True rating", [None, 1, 2, 3, 4, 5], key="sample_stars",
                              format_func=lambda s: "any" if s is None else "★" * s)
-        only_wrong = c2.checkbox("Only misclassified", key="sample_wrong",
+        c2.checkbox("Only misclassified", key="sample_wrong",
                                  help=f"Draws until the model gets one wrong "
                                       f"(at most {MISCLASSIFIED_TRIES} tries)")
         c3.button("Sample a review", key="sample_btn", on_click=_do_sample,
-                  args=(reviews, stars, only_wrong, predictor), use_container_width=True)
+                  args=(reviews, predictor), use_container_width=True)
         note = st.session_state.pop("sample_note", "")
         if note:
             st.info(note)
