@@ -285,3 +285,18 @@ def recover_checkpoint(dest: str | os.PathLike) -> None:
     old = dest.with_name(dest.name + ".old")
     if not dest.exists() and old.exists():
         os.rename(old, dest)
+
+
+def export_checkpoint(src: str | os.PathLike, dest: str | os.PathLike,
+                      dtype: str = "float16") -> Path:
+    """Copy a checkpoint (a run folder means its best/) into a compact shippable folder.
+
+    Weights are stored as ``dtype`` safetensors (fp16 halves the size; it is upcast
+    to fp32 on load on CPU), with the tokenizer and the run's reviewbert.json, which
+    gains an ``export`` entry saying where it came from.
+    """
+    info = checkpoint_info(src)
+    model, tok, _ = load_checkpoint(info.path, device=torch.device("cpu"))
+    meta = dict(info.meta)
+    meta["export"] = {"from": str(info.path), "dtype": dtype}
+    return save_checkpoint_atomic(model, tok, dest, meta=meta, dtype=getattr(torch, dtype))

@@ -1,0 +1,191 @@
+"""Model cards: a checkpoint's README.md, written from measured results only.
+
+Every figure in the card comes from a JSON result produced by a command
+(``python -m reviewbert evaluate --json``, ``bench/tfidf_baseline.py``,
+``bench/generalisation.py``). The card embeds those figures in a machine-readable
+comment, so a test can re-run the evaluation and check the card still tells the truth:
+
+    python -m reviewbert.card --checkpoint checkpoints/demo \
+        --evaluation eval.json --baseline tfidf.json [--generalisation gen.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+from .model import atomic_write_text, checkpoint_info
+
+CARD_TAG = "reviewbert-card"
+# The seed report's Table 1 (test split, its own bert-base-uncased run on Cell Phones).
+SEED_TABLE1 = {
+    5: {"accuracy": 0.517, "relaxed_accuracy": 0.828, "auc": 0.786},
+    3: {"accuracy": 0.698, "relaxed_accuracy": None, "auc": 0.84},
+}
+METRIC_ROWS = (("accuracy", "% correct"), ("relaxed_accuracy", "relaxed % correct (±1 star)"),
+               ("auc", "macro AUC-ROC (one-vs-rest)"), ("loss", "cross-entropy"))
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.1f} %"
+
+
+def _num(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def fmt(key: str, value) -> str:
+    """How the card prints one metric (tests compare a fresh evaluation through this)."""
+    return _pct(value) if key.endswith("accuracy") else _num(value)
+
+
+def read_card_metrics(card_path: str | Path) -> dict:
+    """The machine-readable results embedded in a card by :func:`write_card`."""
+    text = Path(card_path).read_text(encoding="utf-8")
+    m = re.search(r"<!-- " + CARD_TAG + r"\n(.*?)\n-->", text, flags=re.S)
+    if not m:
+        raise ValueError(f"{card_path} has no {CARD_TAG} block")
+    return json.loads(m.group(1))
+
+
+def _confusion_md(cm: list[list[int]], names: list[str]) -> str:
+    head = "| true \\ predicted | " + " | ".join(names) + " |"
+    sep = "|---" * (len(names) + 1) + "|"
+    rows = [f"| **{n}** | " + " | ".join(str(v) for v in row) + " |" for n, row in zip(names, cm)]
+    return "\n".join([head, sep, *rows])
+
+
+def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None,
+                generalisation: dict | None = None, command: str = "make demo-checkpoint") -> str:
+    info = checkpoint_info(ckpt)
+    meta, hp = info.meta, info.meta.get("hyperparameters", {})
+    k = info.scheme.num_labels
+    names = list(info.scheme.names)
+    test = evaluation["metrics"]
+    files = [f["name"] for f in (meta.get("data") or {}).get("files", [])]
+    sizes = meta.get("split_sizes", {})
+    size_mb = sum(p.stat().st_size for p in Path(info.path).iterdir() if p.is_file()) / 2**20
+    base = baseline["test"] if baseline else None
+    seed = SEED_TABLE1.get(k, {})
+
+    lines = [
+        "---",
+        "language: en",
+        "license: apache-2.0",
+        "library_name: transformers",
+        "pipeline_tag: text-classification",
+        "tags: [reviewbert, bert, amazon-reviews, star-rating]",
+        "---",
+        f"# ReviewBERT demo checkpoint ({k} labels)",
+        "",
+        f"A `BertForSequenceClassification` (one linear layer on the pooled [CLS]) fine-tuned from "
+        f"the embedded base model `{hp.get('base_model', '?')}` (all-MiniLM-L6-v2: 6 layers, "
+        f"12 heads, hidden 384) to predict the star rating of a phone or accessory review. "
+        f"Standard Hugging Face format with its tokenizer; weights stored as "
+        f"{(meta.get('export') or {}).get('dtype', 'float32')} safetensors ({size_mb:.1f} MB on disk), "
+        f"upcast to fp32 on load on CPU.",
+        "",
+        "```python",
+        "from transformers import pipeline",
+        f'clf = pipeline("text-classification", model="checkpoints/{Path(info.path).name}")',
+        'clf("Battery died after two days and support never answered.")',
+        "```",
+        "",
+        "## Data",
+        f"All of `../shared/data`: {', '.join(f'`{f}`' for f in files)}. "
+        "Exact duplicate texts removed, texts seen with different ratings removed, review titles "
+        f"prepended to their text where the file has one ({'on' if hp.get('prepend_title') else 'off'}), "
+        f"then balanced in every split (split seed {hp.get('split_seed', '?')}):",
+        "",
+        "| split | reviews | per class |",
+        "|---|---|---|",
+        *[f"| {s} | {n:,} | {n // k:,} |" for s, n in sizes.items()],
+        "",
+        "## Settings",
+        "",
+        "| hyperparameter | value |",
+        "|---|---|",
+        *[f"| `{key}` | {hp[key]} |" for key in (
+            "labels", "max_length", "epochs", "batch_size", "lr_bert", "lr_classifier",
+            "layer_lr_decay", "weight_decay", "lr_decay", "lr_step_epochs", "warmup_ratio",
+            "max_grad_norm", "prepend_title", "min_tokens", "seed") if key in hp],
+        f"| best epoch (by validation accuracy) | {(meta.get('best') or {}).get('epoch', '?')} |",
+        "",
+        f"Reproduce with `{command}` (about 40 minutes on a 2-core CPU).",
+        "",
+        f"## Results on its balanced test split ({evaluation.get('n', 0):,} reviews)",
+        "",
+        "Measured with `python -m reviewbert evaluate --checkpoint checkpoints/"
+        f"{Path(info.path).name} --data <the five files> --split test --json`.",
+        "",
+        "| metric | this checkpoint | TF-IDF + logistic regression (same split) | seed report, Table 1 (bert-base, its own split) |",
+        "|---|---|---|---|",
+    ]
+    for key, label in METRIC_ROWS:
+        if key == "relaxed_accuracy" and k != 5:
+            continue
+        lines.append(f"| {label} | **{fmt(key, test.get(key))}** | "
+                     f"{fmt(key, base.get(key)) if base else '–'} | "
+                     f"{fmt(key, seed.get(key)) if key != 'loss' else 'not comparable'} |")
+    lines += [
+        "",
+        "The TF-IDF baseline (1–2-grams, logistic regression with C chosen on the validation split, "
+        "then refitted on train+validation) is `bench/tfidf_baseline.py --checkpoint "
+        f"checkpoints/{Path(info.path).name}`. The seed report's figures come from a different "
+        "model and split, so they are a yardstick, not a controlled comparison; its cross-entropy "
+        "was reported on another scale.",
+        "",
+        "### Confusion matrix (test split; rows true, columns predicted)",
+        "",
+        _confusion_md(evaluation["confusion_matrix"], names),
+        "",
+    ]
+    if generalisation:
+        g = generalisation
+        lines += [
+            "## Does it generalise to a file it never saw?",
+            "",
+            g.get("protocol", ""),
+            "",
+            "| evaluated on | reviews | % correct | relaxed % correct | macro AUC-ROC |",
+            "|---|---|---|---|---|",
+            *[f"| {r['label']} | {r['n']:,} | {_pct(r['accuracy'])} | {_pct(r.get('relaxed_accuracy'))} | "
+              f"{_num(r.get('auc'))} |" for r in g.get("rows", [])],
+            "",
+            g.get("conclusion", ""),
+            "",
+        ]
+    payload = {"evaluation": evaluation, "baseline": baseline, "generalisation": generalisation}
+    lines += ["<!-- " + CARD_TAG, json.dumps(payload, indent=1, default=str), "-->", ""]
+    return "\n".join(lines)
+
+
+def write_card(ckpt, evaluation, baseline=None, generalisation=None, **kw) -> Path:
+    out = Path(checkpoint_info(ckpt).path) / "README.md"
+    atomic_write_text(out, render_card(ckpt, evaluation, baseline, generalisation, **kw))
+    return out
+
+
+def _last_json_line(path: str) -> dict:
+    lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    return json.loads(lines[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m reviewbert.card", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", required=True)
+    ap.add_argument("--evaluation", required=True, help="output of `evaluate --json`")
+    ap.add_argument("--baseline", help="output of bench/tfidf_baseline.py")
+    ap.add_argument("--generalisation", help="output of bench/generalisation.py")
+    a = ap.parse_args(argv)
+    out = write_card(a.checkpoint, _last_json_line(a.evaluation),
+                     _last_json_line(a.baseline) if a.baseline else None,
+                     _last_json_line(a.generalisation) if a.generalisation else None)
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
