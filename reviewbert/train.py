@@ -325,6 +325,7 @@ class Progress:
         self.run_dir, self.enabled, self.total, self.epochs = run_dir, enabled, total_steps, epochs
         self.global_batch = global_batch
         self.start_step, self.train_s, self.eval_s, self.last_write = step, 0.0, None, 0.0
+        self.train_cpu_s = 0.0  # process CPU time in steps: a load-independent speed measure
         self.bar = tqdm(total=total_steps, initial=step, unit="step", disable=not enabled,
                         file=sys.stderr, dynamic_ncols=True)
 
@@ -351,13 +352,16 @@ class Progress:
             "epoch": min(epochs_done + 1, self.epochs), "epochs": self.epochs,
             "eta_seconds": None if eta is None else round(eta, 1),
             "samples_per_s": None if sps is None else round(sps, 2),
-            "message": message, "pid": os.getpid(), **(extra or {})})
+            "message": message, "pid": os.getpid(),
+            "train_seconds": round(self.train_s, 2), "train_cpu_seconds": round(self.train_cpu_s, 2),
+            **(extra or {})})
 
 
 # ------------------------------------------------------------------ helpers
 def _set_threads(accelerator) -> None:
-    """On CPU, give each process its share of the cores (torchrun defaults to 1 thread)."""
-    if accelerator.device.type != "cpu":
+    """On CPU, give each process its share of the cores, unless OMP_NUM_THREADS says
+    otherwise (torchrun sets it to 1 per process, which is right there too)."""
+    if accelerator.device.type != "cpu" or os.environ.get("OMP_NUM_THREADS"):
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     local = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
@@ -629,7 +633,7 @@ def _train(cfg, out_dir, resume, splits, accelerator, log) -> dict:
                 loader = accelerator.skip_first_batches(train_dl, batches_done)
             progress.bar.set_description(f"epoch {epoch + 1}/{cfg.epochs}")
             loss_sum, loss_n = torch.zeros((), device=accelerator.device), 0
-            t_step = time.time()
+            t_step, c_step = time.time(), time.process_time()
             for batch in loader:
                 f = lr_factor(step, cfg, steps_per_epoch, total_steps)
                 for g in optimizer.param_groups:
@@ -646,6 +650,7 @@ def _train(cfg, out_dir, resume, splits, accelerator, log) -> dict:
                 loss_n += 1
                 now = time.time()
                 progress.train_s += now - t_step
+                progress.train_cpu_s += time.process_time() - c_step
                 progress.bar.update(1)
                 if loss_n % 10 == 0:
                     progress.bar.set_postfix(loss=f"{loss_sum.item() / loss_n:.3f}", refresh=False)
@@ -659,7 +664,7 @@ def _train(cfg, out_dir, resume, splits, accelerator, log) -> dict:
                 if cfg.save_every_steps and step % cfg.save_every_steps == 0 \
                         and batches_done < steps_per_epoch:
                     save_last(epoch, batches_done)
-                t_step = time.time()
+                t_step, c_step = time.time(), time.process_time()
             batches_done = 0
 
             # -- evaluate on train (subset), validation and test ------------------
