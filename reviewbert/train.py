@@ -42,7 +42,7 @@ from .evaluate import EncodedDataset, PadCollator, encode_texts, eval_loader, pr
 from .labels import get_scheme
 from .metrics import compute_metrics, format_metrics
 from .model import (DEFAULT_BASE_MODEL, META_FILE, CheckpointError, atomic_write_json,
-                    describe_device, load_for_training, recover_checkpoint,
+                    describe_device, load_for_training, pick_device, recover_checkpoint,
                     save_checkpoint_atomic)
 from .runs import (append_metrics, read_meta, read_status, run_paths, truncate_metrics,
                    write_status)
@@ -423,7 +423,10 @@ def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accel
     """
     from accelerate import Accelerator
 
-    accelerator = accelerator or Accelerator(mixed_precision=cfg.mixed_precision)
+    # cpu=True on a machine with no GPU: without it Accelerate ignores torchrun's
+    # WORLD_SIZE there and every process would train alone (gloo needs the hint).
+    accelerator = accelerator or Accelerator(mixed_precision=cfg.mixed_precision,
+                                             cpu=pick_device().type == "cpu")
     if not resume and run_has_state(out_dir):
         raise CheckpointError(f"{out_dir} already holds a run: pass --resume to continue it, "
                               "or choose another --out")
@@ -543,8 +546,12 @@ def _train(cfg, out_dir, resume, splits, accelerator, log) -> dict:
     sampler = LengthGroupedSampler(datasets["train"].lengths,
                                    cfg.batch_size * accelerator.num_processes,
                                    seed=cfg.seed, grouped=cfg.group_by_length)
+    # Each iteration over a DataLoader draws a worker seed from its generator; a
+    # private one keeps the global RNG (dropout) identical between a resumed run
+    # and one that never stopped.
     train_dl = DataLoader(datasets["train"], batch_size=cfg.batch_size, sampler=sampler,
-                          collate_fn=pad, num_workers=cfg.num_workers)
+                          collate_fn=pad, num_workers=cfg.num_workers,
+                          generator=torch.Generator().manual_seed(cfg.seed))
     eval_dls = {k: eval_loader(v, cfg.eval_batch_size, tokenizer.pad_token_id, cfg.num_workers)
                 for k, v in eval_sets.items() if len(v)}
 
