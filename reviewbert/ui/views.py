@@ -76,7 +76,7 @@ def cls_layers_view(pred: Prediction, c: dict):
 def heads_view(pred: Prediction, c: dict):
     st.subheader(f"Every head of layer {c['layer'] + 1}")
     view = A.heads_view(pred, c["layer"], level=c["level"], include_special=c["include_special"])
-    st.plotly_chart(F.heads_figure(view, c["layer"], wrap=HEATMAP_WRAP), key="heads_fig")
+    st.plotly_chart(F.heads_figure(view, c["layer"]), key="heads_fig")
     head = 0 if c["head"] is None else c["head"]
     if c["head"] is None:
         st.caption("Enlarged below: head 1 (pick a head above to enlarge another).")

@@ -1,0 +1,189 @@
+"""The main page in a real headless Chromium, with every non-localhost request blocked.
+
+Drives `streamlit run app.py` with the embedded MiniLM (6 layers x 12 heads, an
+untrained classifier head) saved as a checkpoint. Screenshots and timings go to
+artifacts/browser/.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from browser_support import ROOT, StreamlitServer, make_minilm_checkpoint
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright = pytest.importorskip("playwright.sync_api")
+
+ART = ROOT / "artifacts" / "browser"
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHORT = "The battery died after two days and support never answered. Poor quality."
+XSS = "<img src=x onerror=alert(1)> great phone <script>alert(2)</script>"
+
+
+def long_review() -> str:
+    lines = (ROOT / "reviewbert" / "assets" / "examples.jsonl").read_text().splitlines()
+    return " ".join(json.loads(x)["text"] for x in lines)   # > 256 tokens: cut to 256
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium missing (make browser)")
+    root = tmp_path_factory.mktemp("browser-ckpts")
+    make_minilm_checkpoint(root / "minilm-demo")
+    ART.mkdir(parents=True, exist_ok=True)
+    with StreamlitServer({"REVIEWBERT_CHECKPOINTS": str(root)}, ART / "streamlit.log") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def browser_page(server, tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+    blocked, dialogs = [], []
+    with sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM,
+            args=ARGS, headless=True, viewport={"width": 1400, "height": 1000})
+
+        def route(r):
+            host = urlparse(r.request.url).hostname
+            if r.request.url.startswith(("data:", "blob:", "about:")) or host in ("localhost", "127.0.0.1"):
+                r.continue_()
+            else:
+                blocked.append(r.request.url)
+                r.abort()
+        ctx.route("**/*", route)
+        page = ctx.new_page()
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(server.url)
+        page.get_by_text("Review text").wait_for(timeout=90_000)
+        yield page, blocked, dialogs
+        ctx.close()
+
+
+def predict(page, text: str, timeout=60_000) -> float:
+    """Click Predict; seconds until the page is fully drawn for ``text``."""
+    page.locator("textarea").fill(text)
+    page.locator("textarea").blur()
+    page.wait_for_timeout(300)          # let Streamlit take the new text
+    marker = text.split()[-1][-12:]
+    t0 = time.perf_counter()
+    page.get_by_role("button", name="Predict").click()
+    page.wait_for_function(
+        """m => { const h = document.querySelector('.rb-highlight');
+                  return h && h.textContent.includes(m)
+                    && document.querySelectorAll('.js-plotly-plot .main-svg').length >= 4; }""",
+        arg=marker, timeout=timeout)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.js-plotly-plot')].every(p => p._fullLayout)",
+        timeout=timeout)
+    head_view(page).locator("#vis svg line").first.wait_for(state="attached", timeout=timeout)
+    return time.perf_counter() - t0
+
+
+def head_view(page):
+    return page.frame_locator("iframe").first
+
+
+def plots(page) -> list[dict]:
+    return page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].map(p => ({
+        title: (p.layout.title && (p.layout.title.text || p.layout.title)) || '',
+        traces: p._fullData.filter(t => t.type === 'heatmap').map(t => [t._z ? t._z.length : t.z.length, (t._z || t.z)[0].length]),
+        n: p.data.length}))""")
+
+
+def pick(page, label: str, option: str):
+    """Choose ``option`` in the Streamlit selectbox labelled ``label`` (type + Enter)."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(
+        has=page.get_by_text(label, exact=True)).first
+    box.locator("input").click()
+    box.locator("input").fill(option)
+    page.keyboard.press("Enter")
+
+
+def shot(page, name: str):
+    page.set_viewport_size({"width": 1400, "height": 5200})
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(ART / name))
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_main_page_in_a_real_browser(browser_page):
+    page, blocked, dialogs = browser_page
+    assert "Device: CPU" in page.inner_text("section[data-testid='stSidebar']")
+
+    first = predict(page, SHORT, timeout=120_000)
+    # the [CLS] heatmap: 6 layers (all of MiniLM's) x the review's tokens minus [CLS]/[SEP]
+    n_tokens = len(page.evaluate("() => document.querySelector('.rb-highlight').textContent"))  # noqa: F841
+    cls = [p for p in plots(page) if "[CLS] → token attention, mean" in p["title"]]
+    assert cls, plots(page)
+    rows = {r for r, _ in cls[0]["traces"]}
+    assert rows == {6}
+    n_cols = sum(c for _, c in cls[0]["traces"])
+    hv = head_view(page)
+    n_hv_tokens = hv.locator("#vis svg #left text").count()
+    assert n_cols == n_hv_tokens - 2                       # head view keeps [CLS]/[SEP]
+    assert hv.locator("#layer option").count() == 6
+    assert hv.locator("#vis svg > g > rect").count() >= 12 or \
+        hv.locator("#vis svg rect[width='20']").count() == 12   # one checkbox per head
+    every_head = [p for p in plots(page) if "every head" in p["title"]]
+    assert len(every_head[0]["traces"]) == 12
+    shot(page, "01_short_review.png")
+
+    # switching layer and head changes what is drawn
+    before_hl = page.inner_html(".rb-highlight")
+    before_layer = hv.locator("#layer").input_value()
+    pick(page, "Layer", "layer 2")
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')]"
+                           ".some(p => ((p.layout.title && p.layout.title.text) || '').includes('layer 2'))")
+    head_view(page).locator("#vis svg line").first.wait_for(state="attached")
+    assert head_view(page).locator("#layer").input_value() != before_layer
+    pick(page, "Head", "head 3")
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stCaptionContainer]')]"
+                           ".some(c => c.textContent.includes('layer 2, head 3'))")
+    assert page.inner_html(".rb-highlight") != before_hl
+    # and bertviz's own layer dropdown redraws its lines
+    hv = head_view(page)
+    lines_before = hv.locator("#vis svg line").count()
+    opac_before = hv.locator("#vis svg line").first.get_attribute("y2")
+    hv.locator("#layer").select_option("5")
+    hv.locator("#vis svg line").first.wait_for(state="attached")
+    assert (hv.locator("#vis svg line").count(), hv.locator("#vis svg line").first.get_attribute("y2")) \
+        != (lines_before, opac_before) or lines_before == 0
+    shot(page, "02_layer2_head3.png")
+
+    # a review that is HTML stays text
+    predict(page, XSS)
+    hl = page.locator(".rb-highlight")
+    assert "<img src=x onerror=alert(1)>" in hl.inner_text()
+    assert hl.locator("img, script").count() == 0
+    assert page.evaluate("() => document.querySelectorAll('img[src=x]').length") == 0
+    page.wait_for_timeout(500)
+    assert dialogs == []
+    shot(page, "03_html_review_escaped.png")
+
+    # a 256-token review: time from Predict to a fully drawn page
+    took = predict(page, long_review())
+    assert "Truncated" in page.inner_text("body")
+    cls = [p for p in plots(page) if "[CLS] → token attention" in p["title"]][0]
+    assert sum(c for _, c in cls["traces"]) == 254           # 256 minus [CLS]/[SEP]
+    assert head_view(page).locator("#vis svg #left text").count() == 48
+    shot(page, "04_256_tokens.png")
+    again = predict(page, long_review().replace("phone", "handset"))   # same shapes, new text
+    timings = {"first_predict_short_s": round(first, 3), "predict_256_tokens_s": round(took, 3),
+               "predict_256_tokens_repeat_s": round(again, 3), "target_s": 2.0,
+               "note": "click on Predict -> stars, 4 Plotly charts, highlighted text and bertviz "
+                       "lines all drawn. 'predict_256_tokens_s' follows a short review (Plotly "
+                       "lays out new subplots); 'repeat' follows another 256-token review."}
+    (ART / "timings.json").write_text(json.dumps(timings, indent=2))
+    print(f"\nPredict -> drawn: 256 tokens {took:.2f} s, again {again:.2f} s "
+          f"(first, short review {first:.2f} s)")
+
+    assert blocked == [], f"requests left localhost: {blocked}"
+    assert dialogs == []
