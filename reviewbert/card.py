@@ -112,7 +112,7 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
             "max_grad_norm", "prepend_title", "min_tokens", "seed") if key in hp],
         f"| best epoch (by validation accuracy) | {(meta.get('best') or {}).get('epoch', '?')} |",
         "",
-        f"Reproduce with `{command}` (about 40 minutes on a 2-core CPU).",
+        f"Reproduce with `{command}` (about 25 minutes on an idle 2-core CPU).",
         "",
         f"## Results on its balanced test split ({evaluation.get('n', 0):,} reviews)",
         "",

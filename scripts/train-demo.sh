@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 DATA="${REVIEWBERT_DATA_DIR:-../shared/data}"
 LABELS="${LABELS:-5}"
-EPOCHS="${EPOCHS:-5}"
+EPOCHS="${EPOCHS:-3}"
 HOLDOUT="${HOLDOUT:-1}"
 if [ "$LABELS" = 5 ]; then OUT=checkpoints/demo; else OUT=checkpoints/demo-${LABELS}labels; fi
 RUN="checkpoints/runs/demo-${LABELS}labels"
@@ -24,8 +24,8 @@ ALL=(cell_phones_and_accessories_5core_sample.json unlocked_mobile_10k.csv unloc
      iphone_xr_reviews_in.csv earphone_reviews_in.csv)
 
 # The demo's settings: every knob is here, nowhere else.
-SETTINGS=(--labels "$LABELS" --prepend-title --max-length 256 --epochs "$EPOCHS" --batch-size 16
-          --lr-bert 8e-5 --lr-classifier 1e-3 --layer-lr-decay 0.9 --warmup-ratio 0.06
+SETTINGS=(--labels "$LABELS" --prepend-title --max-length 128 --epochs "$EPOCHS" --batch-size 32
+          --lr-bert 1e-4 --lr-classifier 1e-3 --layer-lr-decay 0.9 --warmup-ratio 0.06
           --weight-decay 0.01 --lr-decay 0.5 --lr-step-epochs 2 --seed 42 --split-seed 42)
 
 finished() { grep -q '"state": *"finished"' "$1/status.json" 2>/dev/null; }

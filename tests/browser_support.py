@@ -55,7 +55,8 @@ def free_port() -> int:
 class StreamlitServer:
     """``streamlit run app.py`` in a subprocess, on a free localhost port."""
 
-    def __init__(self, env: dict, log: Path):
+    def __init__(self, env: dict, log: Path, cwd: Path = ROOT):
+        self.cwd = Path(cwd)
         self.port = free_port()
         self.url = f"http://localhost:{self.port}"
         self.log = log
@@ -68,7 +69,7 @@ class StreamlitServer:
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.port),
              "--server.headless", "true", "--browser.gatherUsageStats", "false",
              "--server.fileWatcherType", "none"],
-            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while time.time() < deadline:
             if self.proc.poll() is not None:

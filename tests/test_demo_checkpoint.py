@@ -1,0 +1,143 @@
+"""The shipped demo checkpoint: compact, standard, truthful card, and the app opens on it.
+
+- The card's figures must match a fresh `python -m reviewbert evaluate --json` on the
+  checkpoint's own test split (rebuilt from ../shared/data), within the card's rounding.
+- A fresh clone (only the committed checkpoints) reaches a prediction and its heatmap
+  in a real browser.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from browser_support import ROOT, StreamlitServer
+
+DEMO = ROOT / "checkpoints" / "demo"
+FILES = ["cell_phones_and_accessories_5core_sample.json", "unlocked_mobile_10k.csv",
+         "unlocked_mobile_5k.csv", "iphone_xr_reviews_in.csv", "earphone_reviews_in.csv"]
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def test_demo_is_a_compact_standard_checkpoint():
+    from safetensors import safe_open
+    assert (DEMO / "config.json").exists(), "checkpoints/demo is missing: run make demo-checkpoint"
+    size = sum(p.stat().st_size for p in DEMO.iterdir() if p.is_file())
+    assert size <= 50 * 2**20, f"demo checkpoint is {size / 2**20:.1f} MB > 50 MB"
+    assert (DEMO / "tokenizer.json").exists() or (DEMO / "vocab.txt").exists()
+    with safe_open(str(DEMO / "model.safetensors"), "pt") as f:
+        dtypes = {str(f.get_slice(k).get_dtype()) for k in f.keys()}
+    assert dtypes == {"F16"}, dtypes
+    meta = json.loads((DEMO / "reviewbert.json").read_text())
+    assert meta["labels"] == 5
+    assert sorted(f["name"] for f in meta["data"]["files"]) == sorted(FILES)
+
+
+def test_plain_transformers_pipeline_loads_the_demo():
+    from transformers import pipeline
+    clf = pipeline("text-classification", model=str(DEMO), device="cpu")
+    bad, good = clf(["Broke after two days. Waste of money, total junk, do not buy.",
+                     "Excellent phone, fast and the battery lasts forever. Love it!"])
+    assert bad["label"] in ("1 star", "2 stars")
+    assert good["label"] in ("4 stars", "5 stars")
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_card_matches_a_fresh_evaluation(data_dir):
+    from reviewbert.card import fmt, read_card_metrics
+    card = read_card_metrics(DEMO / "README.md")
+    cmd = [sys.executable, "-m", "reviewbert", "evaluate", "--checkpoint", str(DEMO),
+           "--split", "test", "--json"]
+    for f in FILES:
+        cmd += ["--data", str(data_dir / f)]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-2000:]
+    fresh = json.loads(out.stdout.strip().splitlines()[-1])
+    assert fresh["n"] == card["evaluation"]["n"]
+    assert fresh["confusion_matrix"] == card["evaluation"]["confusion_matrix"]
+    text = (DEMO / "README.md").read_text()
+    for key in ("accuracy", "relaxed_accuracy", "auc", "loss"):
+        shown = fmt(key, fresh["metrics"][key])
+        assert shown == fmt(key, card["evaluation"]["metrics"][key]), key
+        assert f"**{shown}**" in text, f"card table does not show {key} = {shown}"
+    # the comparison rows are there, from measured results
+    base = card["baseline"]["test"]
+    assert f"| {fmt('accuracy', base['accuracy'])} |" in text
+    assert "51.7 %" in text and "82.8 %" in text          # the seed report's Table 1
+
+
+def test_app_opens_on_the_demo_with_built_in_examples(monkeypatch, tmp_path):
+    """No data folder, no other checkpoints: the demo is chosen, sampling uses built-ins."""
+    from streamlit.testing.v1 import AppTest
+    only_demo = tmp_path / "checkpoints"
+    only_demo.mkdir()
+    os.symlink(DEMO, only_demo / "demo")
+    monkeypatch.setenv("REVIEWBERT_CHECKPOINTS", str(only_demo))
+    monkeypatch.setenv("REVIEWBERT_DATA_DIR", str(tmp_path / "no-data-here"))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="checkpoint").value.endswith("demo")
+    body = "\n".join(str(m.value) for m in [*at.markdown, *at.caption, *at.info])
+    assert "built-in" in body.lower()
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+def test_fresh_clone_reaches_a_prediction_in_a_browser(tmp_path):
+    """`git clone` of the committed tree: only the shipped checkpoints, no ../shared beside it."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium missing (make browser)")
+    from playwright.sync_api import sync_playwright
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    kept = sorted(p.name for p in (clone / "checkpoints").iterdir() if p.is_dir())
+    assert "demo" in kept
+    env = {"REVIEWBERT_DATA_DIR": str(tmp_path / "no-data"), "REVIEWBERT_CHECKPOINTS": "",
+           "PYTHONPATH": str(clone)}
+    blocked = []
+    with StreamlitServer(env, tmp_path / "streamlit.log", cwd=clone) as srv, sync_playwright() as p:
+        ctx = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=CHROMIUM, args=ARGS, headless=True,
+            viewport={"width": 1400, "height": 1000})
+
+        def route(r):
+            host = urlparse(r.request.url).hostname
+            if r.request.url.startswith(("data:", "blob:", "about:")) or host in ("localhost", "127.0.0.1"):
+                r.continue_()
+            else:
+                blocked.append(r.request.url)
+                r.abort()
+        ctx.route("**/*", route)
+        page = ctx.new_page()
+        page.goto(srv.url)
+        page.get_by_text("Review text").wait_for(timeout=120_000)
+        sidebar = page.inner_text("section[data-testid='stSidebar']")
+        assert "demo" in sidebar
+        page.locator("textarea").fill("Terrible charger. It stopped working after one week "
+                                      "and the seller ignored my emails.")
+        page.locator("textarea").blur()
+        page.wait_for_timeout(300)
+        page.get_by_role("button", name="Predict").click()
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.js-plotly-plot')].some(p => p._fullLayout && "
+            "((p.layout.title && p.layout.title.text) || '').includes('[CLS] → token attention'))",
+            timeout=120_000)
+        body = page.inner_text("body")
+        assert "Predicted:" in body
+        assert "1 star" in body or "2 stars" in body
+        out = ROOT / "artifacts" / "browser"
+        out.mkdir(parents=True, exist_ok=True)
+        page.set_viewport_size({"width": 1400, "height": 2400})
+        page.wait_for_timeout(500)
+        page.screenshot(path=str(out / "fresh_clone_demo.png"))
+        ctx.close()
+    assert blocked == []
