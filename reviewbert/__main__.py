@@ -4,6 +4,7 @@
     python -m reviewbert train --out checkpoints/NAME --resume
     python -m reviewbert evaluate --checkpoint checkpoints/NAME [--data FILE ...] [--split test|all] [--json]
     python -m reviewbert predict --checkpoint checkpoints/NAME "review text" [--json]
+    python -m reviewbert export --checkpoint checkpoints/NAME --out checkpoints/demo [--dtype float16]
 
 ``train`` also runs unchanged under ``accelerate launch`` and ``torchrun``.
 Expected failures (missing or broken checkpoint, unusable data, bad options,
@@ -106,6 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="default: the checkpoint's training max_length, else 256")
     pr.add_argument("--json", action="store_true", help="one JSON object per text")
     pr.set_defaults(func=cmd_predict)
+
+    x = sub.add_parser("export", help="compact copy of a checkpoint to ship (e.g. the demo)",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    x.add_argument("--checkpoint", required=True, metavar="DIR",
+                   help="checkpoint folder, or a run folder (then its best/)")
+    x.add_argument("--out", required=True, metavar="DIR", help="destination folder")
+    x.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default="float16",
+                   help="weight dtype on disk (upcast to fp32 when loaded on CPU)")
+    x.set_defaults(func=cmd_export)
     return parser
 
 
@@ -121,10 +131,7 @@ def cmd_train(args) -> int:
     else:
         if not given.get("data"):
             raise UsageError("train needs --data FILE (or --resume to continue a run)")
-        try:
-            cfg = TrainConfig(**given)
-        except (TypeError, ValueError) as e:
-            raise UsageError(str(e)) from None
+        cfg = TrainConfig(**given)
     # `accelerate launch --mixed_precision bf16` should win over our default "no"
     env_mp = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
     if cfg.mixed_precision == "no" and env_mp in ("bf16", "fp16"):
@@ -246,16 +253,26 @@ def cmd_predict(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------- export
+def cmd_export(args) -> int:
+    from . import model
+    dest = model.export_checkpoint(args.checkpoint, args.out, dtype=args.dtype)
+    size = sum(f.stat().st_size for f in Path(dest).iterdir() if f.is_file())
+    print(f"exported {args.checkpoint} -> {dest} ({args.dtype}, {size / 1e6:.1f} MB)")
+    return 0
+
+
 # --------------------------------------------------------------------- main
 def main(argv=None) -> int:
     from .data import DataError
     from .model import CheckpointError
+    from .train import ConfigError
     args = build_parser().parse_args(argv)
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()  # "Loading weights" bars would bury our output
     try:
         return args.func(args)
-    except (CheckpointError, DataError, UsageError) as e:
+    except (CheckpointError, DataError, ConfigError, UsageError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

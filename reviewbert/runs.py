@@ -5,7 +5,11 @@ One run = one folder (``checkpoints/NAME``, the ``--out`` of ``train``)::
     checkpoints/NAME/
       reviewbert.json     hyperparameters, data config, data report, best epoch's metrics
       status.json         state + progress, rewritten atomically a few times a second at most
-      metrics.jsonl       one line per (epoch, split), appended with fsync
+      metrics.jsonl       one line per (epoch, split), appended with fsync:
+                          {"epoch" (1-based), "split" (train|validation|test), "loss",
+                           "auc" (None if undefined, then "auc_note"), "accuracy",
+                           "relaxed_accuracy" (fractions 0..1; relaxed None for 3 labels),
+                           "n", "step" (optimizer steps so far), "time" (unix seconds)}
       train.log           stdout/stderr when launched in the background (launch_training)
       best/               HF checkpoint (weights + tokenizer + reviewbert.json) of the best epoch
       last/               HF checkpoint + training_state.{json,safetensors} to resume from

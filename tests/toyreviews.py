@@ -21,8 +21,9 @@ def toy_rows(n: int, seed: int = 0) -> list[tuple[str, int]]:
     rows, seen = [], set()
     while len(rows) < n:
         stars = len(rows) % 5 + 1
-        words = [rng.choice(FILLER) for _ in range(rng.randint(3, 24))]
-        words.insert(rng.randrange(len(words) + 1), CUE[stars])
+        words = [rng.choice(FILLER) for _ in range(rng.randint(3, 16))]
+        for _ in range(2):  # twice: a clear signal, so a tiny random BERT learns it reliably
+            words.insert(rng.randrange(len(words) + 1), CUE[stars])
         text = " ".join(words)
         if text not in seen:
             seen.add(text)
