@@ -207,12 +207,17 @@ def list_checkpoints(root: str | os.PathLike = "checkpoints") -> list[Checkpoint
 
 
 # ----------------------------------------------------------------------- atomic IO
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write a file so a reader sees the old or the new content, never half of it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file normal permissions
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -243,6 +248,7 @@ def save_checkpoint_atomic(model, tokenizer, dest: str | os.PathLike, meta: dict
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.tmp"))
+    os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes 0700; the checkpoint should be readable by others
     try:
         to_save = model
         if dtype is not None:
