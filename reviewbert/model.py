@@ -194,8 +194,9 @@ def list_checkpoints(root: str | os.PathLike = "checkpoints") -> list[Checkpoint
     found: dict[Path, CheckpointInfo] = {}
     if not root.is_dir():
         return []
-    for cfg in root.rglob("config.json"):
-        d = cfg.parent
+    # os.walk, not rglob: a symlinked checkpoint folder (followlinks) is listed too.
+    dirs = [Path(d) for d, _, files in os.walk(root, followlinks=True) if "config.json" in files]
+    for d in dirs:
         if any(part.startswith((".", "tmp")) or ".tmp" in part for part in d.relative_to(root).parts):
             continue
         try:

@@ -17,6 +17,7 @@ from browser_support import ROOT, StreamlitServer, make_minilm_checkpoint
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
 
 ART = ROOT / "artifacts" / "browser"
 CHROMIUM = "/usr/bin/chromium"
@@ -142,8 +143,9 @@ def test_main_page_in_a_real_browser(browser_page):
     pick(page, "Layer", "layer 2")
     page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')]"
                            ".some(p => ((p.layout.title && p.layout.title.text) || '').includes('layer 2'))")
+    # the head view iframe is redrawn after the Plotly charts: wait for its layer menu
+    expect(head_view(page).locator("#layer")).not_to_have_value(before_layer, timeout=30_000)
     head_view(page).locator("#vis svg line").first.wait_for(state="attached")
-    assert head_view(page).locator("#layer").input_value() != before_layer
     pick(page, "Head", "head 3")
     page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stCaptionContainer]')]"
                            ".some(c => c.textContent.includes('layer 2, head 3'))")

@@ -74,20 +74,51 @@ def test_card_matches_a_fresh_evaluation(data_dir):
     assert "51.7 %" in text and "82.8 %" in text          # the seed report's Table 1
 
 
-def test_app_opens_on_the_demo_with_built_in_examples(monkeypatch, tmp_path):
-    """No data folder, no other checkpoints: the demo is chosen, sampling uses built-ins."""
+def _demo_elsewhere(tmp_path) -> Path:
+    """A copy of the demo whose reviewbert.json points at data paths that do not exist,
+    as on a fresh clone on another machine: only REVIEWBERT_DATA_DIR can find the files."""
+    import shutil
+    root = tmp_path / "checkpoints"
+    shutil.copytree(DEMO, root / "demo")
+    meta_path = root / "demo" / "reviewbert.json"
+    meta = json.loads(meta_path.read_text())
+    for f in meta["data"]["files"]:
+        f["path"] = str(tmp_path / "elsewhere" / f["name"])
+    meta_path.write_text(json.dumps(meta))
+    return root
+
+
+def _open_app(monkeypatch, root, data_dir):
     from streamlit.testing.v1 import AppTest
-    only_demo = tmp_path / "checkpoints"
-    only_demo.mkdir()
-    os.symlink(DEMO, only_demo / "demo")
-    monkeypatch.setenv("REVIEWBERT_CHECKPOINTS", str(only_demo))
-    monkeypatch.setenv("REVIEWBERT_DATA_DIR", str(tmp_path / "no-data-here"))
+    monkeypatch.setenv("REVIEWBERT_CHECKPOINTS", str(root))
+    monkeypatch.setenv("REVIEWBERT_DATA_DIR", str(data_dir))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.run()
     assert not at.exception, at.exception
     assert at.selectbox(key="checkpoint").value.endswith("demo")
-    body = "\n".join(str(m.value) for m in [*at.markdown, *at.caption, *at.info])
-    assert "built-in" in body.lower()
+    return at
+
+
+def _sample(at):
+    at.button(key="sample_btn").click()
+    at.run()
+    assert not at.exception, at.exception
+    return "\n".join(str(m.value) for m in [*at.markdown, *at.caption, *at.info])
+
+
+def test_app_opens_on_the_demo_and_samples_built_in_examples(monkeypatch, tmp_path):
+    at = _open_app(monkeypatch, _demo_elsewhere(tmp_path), tmp_path / "no-data-here")
+    body = _sample(at)
+    assert "built-in examples" in body
+    assert "Predicted:" in body
+
+
+@pytest.mark.integration
+def test_app_samples_the_demo_test_split_when_data_is_configured(monkeypatch, tmp_path, data_dir):
+    at = _open_app(monkeypatch, _demo_elsewhere(tmp_path), data_dir)
+    body = _sample(at)
+    assert "test split" in body and "2,105 reviews" in body
+    assert "Predicted:" in body and "True rating" in body
 
 
 @pytest.mark.browser

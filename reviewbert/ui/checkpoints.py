@@ -41,7 +41,8 @@ def _metric_line(info: CheckpointInfo) -> str:
 
 def describe(info: CheckpointInfo) -> str:
     scheme = "5 labels (1–5 stars)" if info.scheme.num_labels == 5 else "3 labels (neg/neu/pos)"
-    return f"{scheme} · base `{info.base_model}`  \nbest test: {_metric_line(info)}"
+    return (f"`{info.name}` · {scheme} · base `{info.base_model}`  \n"
+            f"best test: {_metric_line(info)}")
 
 
 def pick_checkpoint(root: Path) -> CheckpointInfo | None:
