@@ -114,7 +114,7 @@ def test_no_checkpoint_shows_the_training_guide(monkeypatch, tmp_path):
     out = texts(at) + "\n".join(c.value for c in at.code)
     assert "No trained checkpoint yet" in out
     assert "python -m reviewbert train --data ../shared/data/unlocked_mobile_10k.csv" in out
-    assert "Train" in out
+    assert "--max-per-class 200 --epochs 1" in out          # a quick first run, spelled out
 
 
 def test_broken_checkpoint_is_a_clear_error(monkeypatch, tmp_path, tiny_model_dir):

@@ -66,7 +66,7 @@ def training_guide(root: Path) -> None:
     st.info("**No trained checkpoint yet.** ReviewBERT needs a fine-tuned model to "
             "predict ratings and show attention. Train one (a few minutes on a CPU with "
             "a small `--max-per-class`), then reload this page.")
-    st.markdown("Either use the **Train** page in the sidebar, or run from the repository root:")
+    st.markdown("Run from the repository root (a training page in the app is planned):")
     st.code(TRAIN_CMD + " --max-per-class 200 --epochs 1", language="bash")
     st.markdown(f"The app lists every checkpoint under `{root}` "
                 "(set `REVIEWBERT_CHECKPOINTS` to look elsewhere). The newest run's `best/` "
