@@ -8,9 +8,35 @@ import subprocess
 import sys
 import time
 import urllib.request
+from urllib.parse import urlparse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = "/usr/bin/chromium"          # Debian's chromium; never a downloaded browser
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def offline_context(playwright, profile: Path, viewport=(1400, 1000)):
+    """Headless Chromium in which every request not to localhost is aborted.
+
+    Returns (context, blocked): ``blocked`` lists every URL that was attempted
+    off this machine, so a test can assert the page needed none.
+    """
+    blocked: list[str] = []
+    ctx = playwright.chromium.launch_persistent_context(
+        str(profile), executable_path=CHROMIUM, args=ARGS, headless=True,
+        viewport={"width": viewport[0], "height": viewport[1]})
+
+    def route(r):
+        host = urlparse(r.request.url).hostname
+        if r.request.url.startswith(("data:", "blob:", "about:")) or host in ("localhost", "127.0.0.1"):
+            r.continue_()
+        else:
+            blocked.append(r.request.url)
+            r.abort()
+    ctx.route("**/*", route)
+    return ctx, blocked
 
 
 def write_meta(ckpt: Path, labels: int = 5, data_file: Path | None = None,

@@ -9,20 +9,16 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
-from browser_support import ROOT, StreamlitServer, make_minilm_checkpoint
+from browser_support import CHROMIUM, ROOT, StreamlitServer, make_minilm_checkpoint, offline_context
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 
 ART = ROOT / "artifacts" / "browser"
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SHORT = "The battery died after two days and support never answered. Poor quality."
 XSS = "<img src=x onerror=alert(1)> great phone <script>alert(2)</script>"
 
@@ -46,20 +42,9 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser_page(server, tmp_path_factory):
     from playwright.sync_api import sync_playwright
-    blocked, dialogs = [], []
+    dialogs = []
     with sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=CHROMIUM,
-            args=ARGS, headless=True, viewport={"width": 1400, "height": 1000})
-
-        def route(r):
-            host = urlparse(r.request.url).hostname
-            if r.request.url.startswith(("data:", "blob:", "about:")) or host in ("localhost", "127.0.0.1"):
-                r.continue_()
-            else:
-                blocked.append(r.request.url)
-                r.abort()
-        ctx.route("**/*", route)
+        ctx, blocked = offline_context(p, tmp_path_factory.mktemp("chromium-profile"))
         page = ctx.new_page()
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(server.url)
@@ -121,7 +106,6 @@ def test_main_page_in_a_real_browser(browser_page):
 
     first = predict(page, SHORT, timeout=120_000)
     # the [CLS] heatmap: 6 layers (all of MiniLM's) x the review's tokens minus [CLS]/[SEP]
-    n_tokens = len(page.evaluate("() => document.querySelector('.rb-highlight').textContent"))  # noqa: F841
     cls = [p for p in plots(page) if "[CLS] → token attention, mean" in p["title"]]
     assert cls, plots(page)
     rows = {r for r, _ in cls[0]["traces"]}

@@ -8,22 +8,17 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
-from browser_support import ROOT, StreamlitServer
+from browser_support import CHROMIUM, ROOT, StreamlitServer, offline_context
 
 DEMO = ROOT / "checkpoints" / "demo"
 FILES = ["cell_phones_and_accessories_5core_sample.json", "unlocked_mobile_10k.csv",
          "unlocked_mobile_5k.csv", "iphone_xr_reviews_in.csv", "earphone_reviews_in.csv"]
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 def test_demo_is_a_compact_standard_checkpoint():
@@ -134,20 +129,8 @@ def test_fresh_clone_reaches_a_prediction_in_a_browser(tmp_path):
     assert "demo" in kept
     env = {"REVIEWBERT_DATA_DIR": str(tmp_path / "no-data"), "REVIEWBERT_CHECKPOINTS": "",
            "PYTHONPATH": str(clone)}
-    blocked = []
     with StreamlitServer(env, tmp_path / "streamlit.log", cwd=clone) as srv, sync_playwright() as p:
-        ctx = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=CHROMIUM, args=ARGS, headless=True,
-            viewport={"width": 1400, "height": 1000})
-
-        def route(r):
-            host = urlparse(r.request.url).hostname
-            if r.request.url.startswith(("data:", "blob:", "about:")) or host in ("localhost", "127.0.0.1"):
-                r.continue_()
-            else:
-                blocked.append(r.request.url)
-                r.abort()
-        ctx.route("**/*", route)
+        ctx, blocked = offline_context(p, tmp_path / "profile")
         page = ctx.new_page()
         page.goto(srv.url)
         page.get_by_text("Review text").wait_for(timeout=120_000)
