@@ -9,6 +9,7 @@ import html
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from .attention import ClsView
@@ -17,6 +18,13 @@ COLORSCALE = "Viridis"
 PX_PER_COLUMN = 26      # a 256-token heatmap is ~6,700 px wide and scrolls sideways
 MIN_WIDTH = 640
 MAX_TICKS = 64          # more column labels than this overlap; hover still names every one
+# plotly.js measures every tick label with getBoundingClientRect (a forced page
+# layout each) to hide labels that stick out of the figure (ticklabeloverflow's
+# default "hide past div") and, with automargin (on in plotly's templates), to grow
+# the margins. With 254 token labels that was most of the drawing time of a chart
+# in the app (tests/test_browser.py times the page). Our labels sit inside margins
+# sized for them, so neither is needed.
+FAST_TICKS = dict(ticklabeloverflow="allow", automargin=False)
 
 
 def figure_width(n_columns: int) -> int:
@@ -70,8 +78,9 @@ def cls_heatmap(view: ClsView, title: str | None = None, wrap: int | None = None
                           "<extra></extra>", name=f"{what}s {idx[0] + 1}–{idx[-1] + 1}"),
             row=r, col=1)
         fig.update_xaxes(tickmode="array", tickvals=idx, ticktext=labels, tickangle=-60,
-                         showgrid=False, range=[idx[0] - 0.5, idx[0] + span - 0.5], row=r, col=1)
-        fig.update_yaxes(autorange="reversed", showgrid=False, row=r, col=1)
+                         showgrid=False, range=[idx[0] - 0.5, idx[0] + span - 0.5], row=r, col=1,
+                         **FAST_TICKS)
+        fig.update_yaxes(autorange="reversed", showgrid=False, row=r, col=1, **FAST_TICKS)
     per_block = 30 * n_rows + 95
     fig.update_layout(
         title=title or f"[CLS] → {what} attention, {head}",
@@ -111,7 +120,7 @@ def heads_figure(view: ClsView, layer: int, wrap: int | None = None) -> go.Figur
         sfx = "" if row == 1 else str(row)
         dom = [1 - tops[row], 1 - tops[row - 1]]
         axes[f"yaxis{sfx}"] = dict(domain=dom, anchor=f"x{sfx}", showticklabels=False,
-                                   showgrid=False, zeroline=False)
+                                   showgrid=False, zeroline=False, **FAST_TICKS)
         if h is None:
             axes[f"xaxis{sfx}"] = dict(visible=False, anchor=f"y{sfx}")
             continue
@@ -127,7 +136,7 @@ def heads_figure(view: ClsView, layer: int, wrap: int | None = None) -> go.Figur
         axes[f"xaxis{sfx}"] = dict(anchor=f"y{sfx}", range=[idx[0] - 0.5, idx[0] + span - 0.5],
                                    showticklabels=h == n_heads - 1, tickmode="array",
                                    tickvals=idx[::step], ticktext=labels[::step], tickangle=-60,
-                                   showgrid=False)
+                                   showgrid=False, **FAST_TICKS)
     fig = go.Figure(data=traces, layout=dict(axes, annotations=annotations))
     block_px = 24 * n_heads + 96
     fig.update_layout(coloraxis=dict(colorscale=COLORSCALE, cmin=0, cmax=zmax,
@@ -143,17 +152,21 @@ def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
     n_cols = len(values)
     # 256 rotated tick labels cost Plotly.js ~4 s of layout; label at most MAX_TICKS of them.
     step = max(1, -(-n_cols // MAX_TICKS))
+    # Colours computed here, not as numbers + colorscale: Streamlit's plotly.js logs
+    # "Invalid color specifier" three times per bar for those (750 console lines at
+    # 256 tokens, a quarter of a second of drawing time).
+    top = float(values.max()) if n_cols and values.max() > 0 else 1.0
+    colors = sample_colorscale(COLORSCALE, np.clip(np.asarray(values, float) / top, 0, 1))
     fig = go.Figure(go.Bar(
-        x=list(range(n_cols)), y=values, customdata=view.labels,
-        marker=dict(color=values, colorscale=COLORSCALE),
+        x=list(range(n_cols)), y=values, customdata=view.labels, marker=dict(color=colors),
         hovertemplate=f"token: %{{customdata}}<br>layer {layer + 1}, head {head + 1}"
                       "<br>attention: %{y:.4f}<extra></extra>"))
     fig.update_layout(title=f"Layer {layer + 1}, head {head + 1}: [CLS] → token",
                       height=340,
                       margin=dict(l=50, r=20, t=50, b=110),
                       xaxis=dict(tickmode="array", tickvals=list(range(n_cols))[::step],
-                                 ticktext=view.labels[::step], tickangle=-60),
-                      yaxis=dict(title="attention"))
+                                 ticktext=view.labels[::step], tickangle=-60, **FAST_TICKS),
+                      yaxis=dict(title="attention", **FAST_TICKS))
     return fig
 
 

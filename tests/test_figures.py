@@ -65,6 +65,27 @@ def test_head_bars_and_probs_bar():
     assert bar.data[0].marker.color[1] == "#2d6cdf"
 
 
+def test_token_axes_skip_per_label_measuring():
+    """Every axis of the token charts opts out of plotly.js's per-label measuring
+    (ticklabeloverflow + automargin): measuring 254 labels was most of the page's
+    drawing time. Bar colours are colour strings: plotly.js logged a warning per
+    bar for numbers."""
+    T = 130
+    att = np.full((6, 3, T, T), 1.0 / T, dtype=np.float32)
+    toks = ["[CLS]"] + [f"w{i}" for i in range(T - 2)] + ["[SEP]"]
+    p = SimpleNamespace(tokens=toks, word_ids=[None] + list(range(T - 2)) + [None],
+                        words=toks[1:-1], attentions=att)
+    figs = [F.cls_heatmap(A.cls_view(p), wrap=48), F.heads_figure(A.heads_view(p, 0), 0),
+            F.head_bars(A.heads_view(p, 0), 0, 1)]
+    for fig in figs:
+        axes = [a for k, a in fig.layout.to_plotly_json().items() if k[1:5] == "axis"]
+        assert len(axes) >= 2
+        for a in axes:
+            assert a.get("ticklabeloverflow") == "allow" and a.get("automargin") is False, a
+    colors = figs[2].data[0].marker.color
+    assert len(colors) == T and all(isinstance(c, str) and c.startswith("rgb") for c in colors)
+
+
 def test_highlight_html_escapes_the_review():
     text = 'Nice <img src=x onerror=alert(1)> & "cheap"'
     spans = [(0, 4), (5, 9), (10, 15)]
