@@ -156,32 +156,9 @@ def _is_main() -> bool:
 
 
 # ----------------------------------------------------------------- evaluate
-def _examples_all(paths, scheme, options):
-    """Every row of the files, deduplicated as data.py does (identical text once;
-    a text seen with different stars is dropped)."""
-    from . import data
-    stars_of: dict[str, set] = {}
-    order: list[str] = []
-    for path in paths:
-        for text, stars in data.iter_reviews(path, options):
-            if text not in stars_of:
-                stars_of[text] = set()
-                order.append(text)
-            stars_of[text].add(stars)
-    return [data.Example(t, next(iter(stars_of[t])), scheme.class_of(next(iter(stars_of[t]))),
-                         "") for t in order if len(stars_of[t]) == 1]
-
-
-def _same_files(given: list[str], recorded: list[dict]) -> bool:
-    from . import data
-    want = sorted(r.get("sha256") or "" for r in recorded)
-    have = sorted(data.fingerprint(p)["sha256"] for p in given)
-    return want == have
-
-
 def cmd_evaluate(args) -> int:
     from . import data
-    from .evaluate import evaluate_examples
+    from .evaluate import evaluate_chunks
     from .metrics import format_confusion, format_metrics
     from .model import load_checkpoint
 
@@ -193,24 +170,29 @@ def cmd_evaluate(args) -> int:
         if not meta.get("data"):
             raise UsageError(f"{info.path} records no training data, so its test split cannot be "
                              "rebuilt; use --split all --data FILE")
-        if args.data and not _same_files(args.data, meta["data"]["files"]):
-            names = ", ".join(f.get("name", "?") for f in meta["data"]["files"])
-            raise UsageError(f"--split test needs the checkpoint's training files ({names}); "
-                             "for other files use --split all")
+        recorded = sorted(f.get("name", "?") for f in meta["data"]["files"])
+        if args.data and sorted(Path(p).name for p in args.data) != recorded:
+            raise UsageError(f"--split test needs the checkpoint's training files "
+                             f"({', '.join(recorded)}); for other files use --split all")
         data_dir = Path(args.data[0]).parent if args.data else None
-        splits = data.splits_from_meta(meta, data_dir=data_dir, tokenizer=tok)
+        # strict: same names but other contents is an error, checked from the read itself
+        splits = data.splits_from_meta(meta, data_dir=data_dir, tokenizer=tok,
+                                       strict=bool(args.data))
         for w in splits.report.warnings:
             print(f"warning: {w}", file=sys.stderr)
-        examples = splits.test
+        chunks = [splits.test] if splits.test else []
     else:
         if not args.data:
             raise UsageError("--split all needs --data FILE")
-        options = data.ReadOptions(**((meta.get("data") or {}).get("options") or {}))
-        examples = _examples_all(args.data, scheme, options)
-    if not examples:
+        cfg = meta.get("data") or {}
+        report, chunks = data.unique_reviews(
+            args.data, scheme, options=data.ReadOptions(**(cfg.get("options") or {})))
+        if report.unique_texts == 0:
+            chunks = []
+    res = evaluate_chunks(model, tok, chunks, max_length=max_length,
+                          batch_size=args.batch_size, num_labels=scheme.num_labels)
+    if not res["n"]:
         raise data.DataError("no reviews to evaluate")
-    res = evaluate_examples(model, tok, examples, max_length=max_length,
-                            batch_size=args.batch_size, num_labels=scheme.num_labels)
     cm = res.pop("confusion_matrix")
     print(f"checkpoint {info.path} ({scheme.num_labels} labels, base {info.base_model})")
     print(f"split {args.split}: {res['n']} reviews, max_length {max_length}")

@@ -95,10 +95,23 @@ def predict_probs(model, loader, accelerator=None) -> tuple[np.ndarray, np.ndarr
 def evaluate_examples(model, tokenizer, examples, *, max_length: int, batch_size: int = 64,
                       num_labels: int | None = None) -> dict:
     """Metrics and confusion matrix for a list of data.Example on one process (CLI, bench)."""
+    return evaluate_chunks(model, tokenizer, [examples], max_length=max_length,
+                           batch_size=batch_size, num_labels=num_labels)
+
+
+def evaluate_chunks(model, tokenizer, chunks, *, max_length: int, batch_size: int = 64,
+                    num_labels: int | None = None) -> dict:
+    """:func:`evaluate_examples` over an iterable of Example lists (``data.unique_reviews``):
+    only one chunk's texts and token ids are held at a time, plus the probabilities."""
     num_labels = num_labels or model.config.num_labels
-    ds = EncodedDataset(encode_texts(tokenizer, [e.text for e in examples], max_length),
-                        [e.label for e in examples])
-    y, p = predict_probs(model, eval_loader(ds, batch_size, tokenizer.pad_token_id))
+    ys, ps = [np.zeros(0, dtype=np.int64)], [np.zeros((0, num_labels), dtype=np.float32)]
+    for examples in chunks:
+        ds = EncodedDataset(encode_texts(tokenizer, [e.text for e in examples], max_length),
+                            [e.label for e in examples])
+        y, p = predict_probs(model, eval_loader(ds, batch_size, tokenizer.pad_token_id))
+        ys.append(y)
+        ps.append(p)
+    y, p = np.concatenate(ys), np.concatenate(ps)
     out = compute_metrics(y, p, num_labels)
     out["confusion_matrix"] = confusion(y, p, num_labels) if len(y) else []
     return out

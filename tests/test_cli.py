@@ -64,6 +64,10 @@ def test_evaluate_test_split_refuses_other_files(toy_run, tmp_path, capsys):
     other = write_toy_csv(tmp_path / "other.csv", n=50, seed=7)
     assert main(["evaluate", "--checkpoint", str(run), "--data", str(other)]) == 2
     assert "--split all" in one_error_line(capsys)
+    # the same name with other contents: refused too (sha256 from the read itself)
+    same_name = write_toy_csv(tmp_path / "elsewhere" / toy_run[1].name, n=50, seed=7)
+    assert main(["evaluate", "--checkpoint", str(run), "--data", str(same_name)]) == 2
+    assert "sha256" in one_error_line(capsys)
 
 
 def test_predict_json(toy_run, capsys):

@@ -448,3 +448,20 @@ def test_min_tokens_with_a_tokenizer_without_rust_backend(tmp_path):
     kept = [e for n in SPLITS for e in s[n]]
     assert s.report.skipped["too few tokens"] == 5 * 3  # 7, 8 and 9 characters
     assert len(kept) == 5 * 7 and all(len(e.text) >= 10 for e in kept)
+
+
+def test_unique_reviews_streams_every_row_once_in_chunks(tmp_path):
+    from reviewbert.data import unique_reviews
+    rows = ["review,rating"] + [f"text number {i},{i % 5 + 1}" for i in range(23)]
+    rows += ["text number 3,4", "text number 4,5", "text number 4,5",  # dup x1, dup x2
+             "disputed,1", "disputed,5", "bad rating,9", ",3"]          # conflict, skips
+    f = tmp_path / "r.csv"
+    f.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    report, chunks = unique_reviews([f], 5, chunk_size=10)
+    assert report.duplicates_dropped == 3 and report.conflicting_texts == 1
+    sizes, seen = [], []
+    for chunk in chunks:
+        sizes.append(len(chunk))
+        seen += [(e.text, e.stars, e.label) for e in chunk]
+    assert sizes == [10, 10, 3]
+    assert seen == [(f"text number {i}", i % 5 + 1, i % 5) for i in range(23)]  # file order

@@ -19,6 +19,7 @@ Design, because the full Cell Phones category has 10 million reviews:
   the seed and the text hash. So the choice depends only on the texts and the
   seed: not on file order, not on row order.
 * Pass 2 streams the files again and keeps the text of the chosen rows only.
+  (:func:`unique_reviews` instead streams every deduplicated row, in chunks.)
 
 Memory is about 13 bytes per usable row plus the chosen texts; deduplication
 briefly needs ~35 bytes per row (the sort order and the sorted hashes).
@@ -52,11 +53,11 @@ from .report import (BAD_CSV_ROW, BAD_JSON, CONFLICT, DUPLICATE, EMPTY_TEXT, LIN
                      TEXT_NOT_STRING, TOO_FEW_TOKENS, TRUNCATED, DataError, DataReport,
                      FileReport)
 from .splits import (HASH_NAME, SPLIT_NAMES, Example, Splits, build_splits, data_config,
-                     default_data_dir, splits_from_meta)
+                     default_data_dir, splits_from_meta, unique_reviews)
 
 __all__ = [
     "DataError", "ReadOptions", "Example", "Splits", "DataReport", "FileReport",
-    "iter_reviews", "build_splits", "data_config", "splits_from_meta", "fingerprint",
+    "iter_reviews", "build_splits", "unique_reviews", "data_config", "splits_from_meta", "fingerprint",
     "default_data_dir", "parse_stars", "SPLIT_NAMES", "HASH_NAME",
     "MAX_RECORD_BYTES", "MAX_DOCUMENT_BYTES",
     "BAD_JSON", "NOT_OBJECT", "TRUNCATED", "LINE_TOO_LONG", "BAD_CSV_ROW", "EMPTY_TEXT",

@@ -11,7 +11,7 @@ import os
 from array import array
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -234,13 +234,10 @@ def _select(table: _Table, unique: np.ndarray, scheme: LabelScheme, seed: int,
 
 
 # ------------------------------------------------------------------ pass 2: texts
-def _collect(sources: list[_Source], table: _Table, chosen: list[np.ndarray],
-             scheme: LabelScheme, progress) -> list[list[Example]]:
-    """Read the files again, keeping the texts of the chosen rows only."""
-    out: list[list[Example | None]] = [[None] * len(idx) for idx in chosen]
-    split_of = np.concatenate([np.full(len(idx), k, np.int8) for k, idx in enumerate(chosen)])
-    pos_of = np.concatenate([np.arange(len(idx)) for idx in chosen])
-    rec = np.concatenate(chosen)
+def _read_chosen(sources: list[_Source], table: _Table, rec: np.ndarray,
+                 scheme: LabelScheme, progress) -> Iterator[tuple[int, Example]]:
+    """Read the files again and yield ``(position in rec, Example)`` for the table
+    rows ``rec``, in canonical file order, checking each is the row pass 1 saw."""
     for fid, src in enumerate(sources):
         mine = np.flatnonzero(table.files[rec] == fid)
         if not len(mine):
@@ -255,10 +252,20 @@ def _collect(sources: list[_Source], table: _Table, chosen: list[np.ndarray],
                 raise DataError(f"{src.path}: changed while it was being read "
                                 f"(row {row_idx} differs between the two passes)")
             text, stars = got
-            out[split_of[slot]][pos_of[slot]] = Example(text, stars, scheme.class_of(stars),
-                                                        src.path.name)
+            yield slot, Example(text, stars, scheme.class_of(stars), src.path.name)
         if progress is not None:
             progress("collect", src.path.name, len(mine))
+
+
+def _collect(sources: list[_Source], table: _Table, chosen: list[np.ndarray],
+             scheme: LabelScheme, progress) -> list[list[Example]]:
+    """Read the files again, keeping the texts of the chosen rows only."""
+    out: list[list[Example | None]] = [[None] * len(idx) for idx in chosen]
+    split_of = np.concatenate([np.full(len(idx), k, np.int8) for k, idx in enumerate(chosen)])
+    pos_of = np.concatenate([np.arange(len(idx)) for idx in chosen])
+    rec = np.concatenate(chosen)
+    for slot, example in _read_chosen(sources, table, rec, scheme, progress):
+        out[split_of[slot]][pos_of[slot]] = example
     missing = sum(e is None for split in out for e in split)
     if missing:
         raise DataError(f"{missing} chosen reviews were not found again in the second pass "
@@ -359,6 +366,52 @@ def data_config(paths, scheme, *, seed: int = 42,
     }
 
 
+def unique_reviews(paths: Iterable[str | os.PathLike], scheme: LabelScheme, *,
+                   min_tokens: int = 0, tokenizer=None, options: ReadOptions | None = None,
+                   chunk_size: int = 10_000, progress=None
+                   ) -> tuple[DataReport, Iterator[list[Example]]]:
+    """Every usable review of ``paths`` once, with no class balancing or splitting
+    (``evaluate --split all``): the same rules as :func:`build_splits` (row filters,
+    duplicates kept once, conflicting texts dropped).
+
+    Pass 1 runs now and fills the returned report; the iterator runs pass 2 and
+    yields the reviews in canonical file order, ``chunk_size`` at a time, so memory
+    stays at pass 1's 13 bytes per row plus one chunk of texts.
+    """
+    scheme = _as_scheme(scheme)
+    min_tokens = int(min_tokens or 0)
+    if min_tokens > 0 and tokenizer is None:
+        from .model import load_tokenizer
+        tokenizer = load_tokenizer(None)
+    report = DataReport(scheme=f"{scheme.num_labels} labels", class_names=scheme.names)
+    sources = []
+    for p in _canonical(paths):
+        fr = FileReport(name=p.name, path=str(p))
+        sources.append(_Source(p, options, fr, report.warn))
+        report.files.append(fr)
+    table = _scan(sources, min_tokens, tokenizer, progress)
+    keep = _dedupe(table, report)
+    keep = keep[np.lexsort((table.rows[keep], table.files[keep]))]  # file order
+    lut = np.full(6, -1, np.int8)
+    for star, cid in scheme.star_to_id.items():
+        lut[star] = cid
+    classes = lut[table.stars[keep]]
+    report.stars_before = {s: int((table.stars[keep] == s).sum()) for s in range(1, 6)}
+    report.classes_before = {scheme.names[c]: int((classes == c).sum())
+                             for c in range(scheme.num_labels)}
+
+    def chunks() -> Iterator[list[Example]]:
+        buf: list[Example] = []
+        for _, example in _read_chosen(sources, table, keep, scheme, progress):
+            buf.append(example)
+            if len(buf) >= chunk_size:
+                yield buf
+                buf = []
+        if buf:
+            yield buf
+    return report, chunks()
+
+
 def default_data_dir() -> Path:
     """$REVIEWBERT_DATA_DIR if set, else ``<repo root>/../shared/data``."""
     env = os.environ.get("REVIEWBERT_DATA_DIR")
@@ -368,29 +421,31 @@ def default_data_dir() -> Path:
 
 
 def _locate(entry: dict, data_dir) -> tuple[Path, bool]:
-    """(path, moved): the stored absolute path, else the basename in data_dir or
-    the default data folder."""
+    """(path, moved): the basename in ``data_dir`` when one is given (the caller says
+    where the files are), else the stored absolute path, else the basename in the
+    default data folder."""
     name = entry.get("name") or Path(entry.get("path", "")).name
-    tried = []
     stored = entry.get("path")
+    tried = [Path(data_dir) / name] if data_dir is not None and name else []
     if stored:
         tried.append(Path(stored))
-    for d in (data_dir, default_data_dir()):
-        if d is not None and name:
-            tried.append(Path(d) / name)
-    for i, p in enumerate(tried):
+    if name:
+        tried.append(default_data_dir() / name)
+    for p in tried:
         if p.is_file():
-            return p, (i > 0 or not stored)
+            return p, not stored or p.absolute() != Path(stored).absolute()
     raise DataError(f"data file {name!r} not found; looked at: "
                     + ", ".join(str(p) for p in tried))
 
 
-def splits_from_meta(meta: dict, data_dir=None, tokenizer=None) -> Splits:
+def splits_from_meta(meta: dict, data_dir=None, tokenizer=None, strict: bool = False) -> Splits:
     """Rebuild the splits a checkpoint was trained on from ``meta["data"]``.
 
     Pass the checkpoint's tokenizer when ``min_tokens`` > 0. A file whose
     sha256 changed since training is still used, with a warning in
-    ``splits.report.warnings``: the splits may then differ.
+    ``splits.report.warnings``: the splits may then differ. With ``strict`` it
+    is a DataError instead (``evaluate --split test`` must score the very test
+    split). The sha256 comes from the read itself: no extra pass over the file.
     """
     cfg = meta.get("data") if isinstance(meta, dict) and "data" in meta else meta
     if not isinstance(cfg, dict) or not cfg.get("files"):
@@ -412,9 +467,12 @@ def splits_from_meta(meta: dict, data_dir=None, tokenizer=None) -> Splits:
     for entry, path, moved in located:
         if moved:
             splits.report.warnings.append(
-                f"{entry.get('name')}: not at its stored path {entry.get('path')}; used {path}")
+                f"{entry.get('name')}: used {path}, not its stored path {entry.get('path')}")
         want = entry.get("sha256")
         if want and fingerprint(path)["sha256"] != want:
+            if strict:
+                raise DataError(f"{path}: not the file this checkpoint was trained on (its "
+                                "sha256 differs), so its test split cannot be rebuilt")
             splits.report.warn(f"{path.name}: contents changed since training (sha256 differs); "
                                "the rebuilt splits may not match the original ones")
     return splits
