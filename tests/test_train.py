@@ -146,6 +146,28 @@ def test_length_grouped_sampler_is_deterministic_and_groups_lengths():
     assert padded_tokens(a) < 1.05 * sum(lengths) + 16 * 250
 
 
+def test_length_grouped_sampler_mixes_classes_when_length_follows_the_label():
+    rng = np.random.default_rng(1)
+    labels = rng.integers(0, 5, size=1600)
+    lengths = (rng.lognormal(3.5, 0.6, 1600) * (1 + 0.5 * (4 - labels))).astype(int).clip(5, 256)
+
+    def stats(order):
+        steps = [order[k:k + 16] for k in range(0, len(order), 16)]
+        top_share = np.mean([np.bincount(labels[s], minlength=5).max() / len(s) for s in steps])
+        return top_share, sum(16 * lengths[s].max() for s in steps)
+
+    plain = np.array(list(LengthGroupedSampler(lengths.tolist(), 16, seed=3)))
+    mixed_s = LengthGroupedSampler(lengths.tolist(), 16, seed=3, labels=labels.tolist())
+    mixed = np.array(list(mixed_s))
+    assert sorted(mixed.tolist()) == list(range(1600)) and list(mixed_s) == mixed.tolist()
+    share_plain, pad_plain = stats(plain)
+    share_mixed, pad_mixed = stats(mixed)
+    _, pad_random = stats(rng.permutation(1600))
+    assert share_plain > 0.4             # plain length order: one class dominates a step
+    assert share_mixed < 0.33            # mixed: close to 16 random draws from 5 classes
+    assert pad_mixed < 0.65 * pad_random  # and much of the padding saving is kept (~0.59)
+
+
 def test_training_state_round_trip_without_pickle(tmp_path, tiny_model_dir):
     model, _, _ = load_checkpoint(tiny_model_dir)
     cfg = TrainConfig()
