@@ -188,9 +188,7 @@ def _split_sizes(n: int, fractions: tuple[float, float, float]) -> tuple[int, in
 def _select(table: _Table, unique: np.ndarray, scheme: LabelScheme, seed: int,
             fractions, max_per_class: int | None, report: DataReport) -> list[np.ndarray]:
     """Per split, the table indexes of its rows in their final (shuffled) order."""
-    lut = np.full(6, -1, np.int8)
-    for star, cid in scheme.star_to_id.items():
-        lut[star] = cid
+    lut = _class_lut(scheme)
     stars = table.stars[unique]
     classes = lut[stars]
     report.stars_before = {s: int((stars == s).sum()) for s in range(1, 6)}
@@ -304,6 +302,30 @@ def _canonical(paths) -> list[Path]:
     return sorted(unique.values(), key=lambda p: (p.name, str(p)))
 
 
+def _class_lut(scheme: LabelScheme) -> np.ndarray:
+    """Stars (index 0-5) -> class id of ``scheme`` (-1 for none)."""
+    lut = np.full(6, -1, np.int8)
+    for star, cid in scheme.star_to_id.items():
+        lut[star] = cid
+    return lut
+
+
+def _pass1(paths, scheme: LabelScheme, min_tokens, tokenizer, options, progress
+           ) -> tuple[list[_Source], _Table, DataReport]:
+    """Open ``paths`` in canonical order and stream them once (see :func:`_scan`)."""
+    min_tokens = int(min_tokens or 0)
+    if min_tokens > 0 and tokenizer is None:
+        from .model import load_tokenizer
+        tokenizer = load_tokenizer(None)
+    report = DataReport(scheme=f"{scheme.num_labels} labels", class_names=scheme.names)
+    sources = []
+    for p in _canonical(paths):
+        fr = FileReport(name=p.name, path=str(p))
+        sources.append(_Source(p, options, fr, report.warn))
+        report.files.append(fr)
+    return sources, _scan(sources, min_tokens, tokenizer, progress), report
+
+
 def build_splits(paths: Iterable[str | os.PathLike], scheme: LabelScheme, *, seed: int = 42,
                  fractions: tuple[float, float, float] = (0.7, 0.1, 0.2),
                  max_per_class: int | None = None, min_tokens: int = 0,
@@ -324,17 +346,7 @@ def build_splits(paths: Iterable[str | os.PathLike], scheme: LabelScheme, *, see
     fractions = _check_fractions(fractions)
     if max_per_class is not None and int(max_per_class) < 0:
         raise DataError(f"max_per_class must be >= 0, got {max_per_class!r}")
-    min_tokens = int(min_tokens or 0)
-    if min_tokens > 0 and tokenizer is None:
-        from .model import load_tokenizer
-        tokenizer = load_tokenizer(None)
-    report = DataReport(scheme=f"{scheme.num_labels} labels", class_names=scheme.names)
-    sources = []
-    for p in _canonical(paths):
-        fr = FileReport(name=p.name, path=str(p))
-        sources.append(_Source(p, options, fr, report.warn))
-        report.files.append(fr)
-    table = _scan(sources, min_tokens, tokenizer, progress)
+    sources, table, report = _pass1(paths, scheme, min_tokens, tokenizer, options, progress)
     unique = _dedupe(table, report)
     chosen = _select(table, unique, scheme, seed, fractions, max_per_class, report)
     del unique
@@ -379,22 +391,10 @@ def unique_reviews(paths: Iterable[str | os.PathLike], scheme: LabelScheme, *,
     stays at pass 1's 13 bytes per row plus one chunk of texts.
     """
     scheme = _as_scheme(scheme)
-    min_tokens = int(min_tokens or 0)
-    if min_tokens > 0 and tokenizer is None:
-        from .model import load_tokenizer
-        tokenizer = load_tokenizer(None)
-    report = DataReport(scheme=f"{scheme.num_labels} labels", class_names=scheme.names)
-    sources = []
-    for p in _canonical(paths):
-        fr = FileReport(name=p.name, path=str(p))
-        sources.append(_Source(p, options, fr, report.warn))
-        report.files.append(fr)
-    table = _scan(sources, min_tokens, tokenizer, progress)
+    sources, table, report = _pass1(paths, scheme, min_tokens, tokenizer, options, progress)
     keep = _dedupe(table, report)
     keep = keep[np.lexsort((table.rows[keep], table.files[keep]))]  # file order
-    lut = np.full(6, -1, np.int8)
-    for star, cid in scheme.star_to_id.items():
-        lut[star] = cid
+    lut = _class_lut(scheme)
     classes = lut[table.stars[keep]]
     report.stars_before = {s: int((table.stars[keep] == s).sum()) for s in range(1, 6)}
     report.classes_before = {scheme.names[c]: int((classes == c).sum())
