@@ -55,3 +55,26 @@ def make_tiny_model(out: Path, num_labels: int = 5, layers: int = 2, heads: int 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     return make_tiny_model(tmp_path_factory.mktemp("tiny") / "tiny-bert")
+
+
+@pytest.fixture(autouse=True)
+def _apptest_like_the_server(monkeypatch):
+    """Make AppTest run app.py's st.navigation frame on every run, as the server does.
+
+    AppTest resets ``PagesManager.uses_pages_directory`` before each run, so with a
+    ``pages/`` folder beside app.py every rerun after the first runs the page file
+    alone, in Streamlit's legacy (v1) multipage mode, without the frame. The
+    server sets the flag once per process, at its first ``st.navigation`` call
+    (reviewbert/ui/frame.py handles that first run); this does the same here.
+    """
+    try:
+        from streamlit.runtime import pages_manager
+    except ImportError:
+        return
+    init = pages_manager.PagesManager.__init__
+
+    def v2_init(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        pages_manager.PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(pages_manager.PagesManager, "__init__", v2_init)

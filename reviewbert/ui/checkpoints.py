@@ -6,7 +6,9 @@ from pathlib import Path
 
 import streamlit as st
 
+from .. import catalog
 from ..model import CheckpointInfo, describe_device, list_checkpoints, pick_device
+from . import state as S
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_CMD = ("python -m reviewbert train --data ../shared/data/unlocked_mobile_10k.csv "
@@ -46,27 +48,43 @@ def describe(info: CheckpointInfo) -> str:
 
 
 def pick_checkpoint(root: Path) -> CheckpointInfo | None:
-    """Sidebar picker. ``None`` (and the training guide in the page) when there is none."""
+    """The frame's sidebar picker; also stores the choice for the pages (state.CHECKPOINT_INFO).
+
+    One entry per run (its ``best/``; never ``last/``, which a training run rewrites),
+    plain checkpoints such as the demo, and search trials only when asked.
+    """
     infos = list_checkpoints(root)
     st.sidebar.header("Model")
     st.sidebar.caption(f"Device: {describe_device(pick_device())}")
-    if not infos:
-        st.sidebar.info(f"No checkpoint under `{root}` yet.")
+    n_trials = catalog.count_trials(infos)
+    show_trials = False
+    if n_trials:
+        show_trials = st.sidebar.checkbox(f"Show search trials ({n_trials})", key=S.SHOW_TRIALS)
+    items = catalog.entries(infos, show_trials)
+    if not items:
+        st.sidebar.info(f"No trained checkpoint under `{root}` yet.")
+        st.session_state[S.CHECKPOINT_INFO] = None
         return None
-    labels = {str(i.path): i for i in infos}
+    by_path = {e.path: e for e in items}
+    S.apply_pending_checkpoint(list(by_path))
+    if st.session_state.get(S.CHECKPOINT) not in by_path:
+        st.session_state.pop(S.CHECKPOINT, None)  # e.g. deleted, or a trial now hidden
     choice = st.sidebar.selectbox(
-        "Checkpoint", list(labels), index=default_index(infos), key="checkpoint",
-        format_func=lambda p: f"{labels[p].name} ({labels[p].scheme.num_labels} labels)")
-    info = labels[choice]
+        "Checkpoint", list(by_path), index=default_index([e.info for e in items]),
+        key=S.CHECKPOINT, format_func=lambda p: by_path[p].label)
+    info = by_path[choice].info
     st.sidebar.markdown(describe(info))
+    st.session_state[S.CHECKPOINT_INFO] = info
     return info
 
 
 def training_guide(root: Path) -> None:
     st.info("**No trained checkpoint yet.** ReviewBERT needs a fine-tuned model to "
-            "predict ratings and show attention. Train one (a few minutes on a CPU with "
-            "a small `--max-per-class`), then reload this page.")
-    st.markdown("Run from the repository root (a training page in the app is planned):")
+            "predict ratings and show attention. Train one on the **Train** page (a few "
+            "minutes on a CPU with a small cap per class); it then appears in the sidebar.")
+    if st.button("Open the training page", key="guide_to_train", type="primary"):
+        st.switch_page(S.TRAIN_PAGE)
+    st.markdown("Or run from the repository root:")
     st.code(TRAIN_CMD + " --max-per-class 200 --epochs 1", language="bash")
     st.markdown(f"The app lists every checkpoint under `{root}` "
                 "(set `REVIEWBERT_CHECKPOINTS` to look elsewhere). The newest run's `best/` "

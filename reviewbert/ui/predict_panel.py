@@ -13,6 +13,7 @@ import streamlit as st
 from ..examples import BUILTIN_SOURCE, Review, builtin_examples, sample, test_split_examples
 from ..inference import Predictor
 from ..model import CheckpointInfo, pick_device
+from . import state as S
 
 MISCLASSIFIED_TRIES = 25
 
@@ -51,8 +52,8 @@ def load_test_reviews(path: str, stamp: float) -> tuple[list[Review] | None, str
 
 def _do_sample(reviews, predictor: Predictor):
     # Read the filters from session state: they may have changed in this same rerun.
-    stars = st.session_state.get("sample_stars")
-    only_wrong = st.session_state.get("sample_wrong", False)
+    stars = st.session_state.get(S.SAMPLE_STARS)
+    only_wrong = st.session_state.get(S.SAMPLE_WRONG, False)
     scheme = predictor.scheme
     wrong = None
     if only_wrong:
@@ -60,12 +61,12 @@ def _do_sample(reviews, predictor: Predictor):
             return predictor.predict(r.text).label_id != scheme.class_of(r.stars)
     rng = random.Random()
     review, note = sample(reviews, rng, stars, wrong, MISCLASSIFIED_TRIES)
-    st.session_state["sample_note"] = note
+    st.session_state[S.SAMPLE_NOTE] = note
     if review is None:
         return
-    st.session_state["review_text"] = review.text
-    st.session_state["truth"] = {"text": review.text, "stars": review.stars, "source": review.source}
-    st.session_state["run_predict"] = True
+    st.session_state[S.REVIEW_TEXT] = review.text
+    st.session_state[S.TRUTH] = {"text": review.text, "stars": review.stars, "source": review.source}
+    st.session_state[S.RUN_PREDICT] = True
 
 
 def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> None:
@@ -80,25 +81,26 @@ def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> No
     with st.container(border=True):
         st.markdown("**Sample a review** — " + source)
         c1, c2, c3 = st.columns([1.2, 1.2, 1])
-        c1.selectbox("True rating", [None, 1, 2, 3, 4, 5], key="sample_stars",
+        c1.selectbox("True rating", [None, 1, 2, 3, 4, 5], key=S.SAMPLE_STARS,
                              format_func=lambda s: "any" if s is None else "★" * s)
-        c2.checkbox("Only misclassified", key="sample_wrong",
+        c2.checkbox("Only misclassified", key=S.SAMPLE_WRONG,
                                  help=f"Draws until the model gets one wrong "
                                       f"(at most {MISCLASSIFIED_TRIES} tries)")
         c3.button("Sample a review", key="sample_btn", on_click=_do_sample,
                   args=(reviews, predictor), use_container_width=True)
-        note = st.session_state.pop("sample_note", "")
+        note = st.session_state.pop(S.SAMPLE_NOTE, "")
         if note:
             st.info(note)
 
-    st.text_area("Review text", key="review_text", height=160,
+    S.apply_pending_review()
+    st.text_area("Review text", key=S.REVIEW_TEXT, height=160,
                  placeholder="Paste an Amazon review, e.g. “Battery died after a week, "
                              "support never answered.”")
     clicked = st.button("Predict", type="primary", key="predict_btn")
-    if clicked or st.session_state.pop("run_predict", False):
-        text = st.session_state.get("review_text") or ""
+    if clicked or st.session_state.pop(S.RUN_PREDICT, False):
+        text = st.session_state.get(S.REVIEW_TEXT) or ""
         if not text.strip():
-            st.session_state.pop("result", None)
+            st.session_state.pop(S.RESULT, None)
             st.info("Type or paste a review first (the text box is empty), or press "
                     "**Sample a review**.")
             return
@@ -108,18 +110,18 @@ def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> No
 def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
     with st.spinner("Predicting…"):
         pred = predictor.predict(text)
-    st.session_state["result"] = {"key": ckpt_key, "input": text, "pred": pred}
+    st.session_state[S.RESULT] = {"key": ckpt_key, "input": text, "pred": pred}
 
 
 def current(predictor: Predictor, ckpt_key: str):
     """(prediction, true stars or None, source or None), re-run if the checkpoint changed."""
-    res = st.session_state.get("result")
+    res = st.session_state.get(S.RESULT)
     if not res:
         return None
     if res["key"] != ckpt_key:  # another checkpoint was picked: same text, new model
         run(predictor, res["input"], ckpt_key)
-        res = st.session_state["result"]
-    truth = st.session_state.get("truth") or {}
+        res = st.session_state[S.RESULT]
+    truth = st.session_state.get(S.TRUTH) or {}
     if truth.get("text") == res["input"]:
         return res["pred"], truth.get("stars"), truth.get("source")
     return res["pred"], None, None

@@ -1,0 +1,41 @@
+"""Predict: paste or sample a review, see its predicted stars and what BERT attends to."""
+import streamlit as st
+
+from reviewbert.model import CheckpointError
+from reviewbert.ui import checkpoints as C, frame, predict_panel as P, state as S, views as V
+
+frame.require()
+
+st.title("ReviewBERT")
+st.caption("Predict an Amazon review's star rating with a fine-tuned BERT, then see what it "
+           "attends to: [CLS] attention per layer, every head, bertviz's head view, and the "
+           "review highlighted word by word.")
+
+info = S.current_checkpoint()
+if info is None:
+    C.training_guide(C.checkpoints_root())
+    st.stop()
+
+try:
+    predictor = P.load_predictor(str(info.path), P.mtime(info.path))
+except CheckpointError as e:
+    st.error(f"This checkpoint cannot be loaded: {e}\n\nPick another one in the sidebar, "
+             "or train a new one.")
+    st.stop()
+
+key = f"{info.path}:{P.mtime(info.path)}"
+P.input_panel(predictor, info, key)
+result = P.current(predictor, key)
+if result is None:
+    st.stop()
+
+pred, true_stars, source = result
+st.divider()
+V.prediction_card(pred, true_stars, source)
+st.divider()
+st.header("What BERT attends to")
+controls = V.attention_controls(pred)
+V.cls_layers_view(pred, controls)
+V.heads_view(pred, controls)
+V.bertviz_view(pred, controls)
+V.highlight_view(pred, controls)

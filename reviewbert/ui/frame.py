@@ -1,0 +1,40 @@
+"""The frame every page runs inside: navigation + the shared sidebar (app.py calls run()).
+
+Streamlit still treats a ``pages/`` folder beside app.py as a legacy (v1)
+multipage app until the first ``st.navigation`` call of the server process.
+On a fresh server whose first visitor opens a page URL directly (``/train``
+after a restart, say), Streamlit runs that page file alone, without app.py and
+so without the sidebar. Every page calls :func:`require` first: in that case it
+calls ``st.navigation`` (which turns the legacy mode off for the process) and
+reruns, so the page is drawn inside the frame from then on.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from . import checkpoints as C
+from . import state as S
+
+_FRAME_RAN = "_frame_ran"
+
+
+def pages() -> list:
+    return [
+        st.Page(S.PREDICT_PAGE, title="Predict", icon="⭐", default=True),
+        st.Page(S.TRAIN_PAGE, title="Train", icon="🏋️"),
+    ]
+
+
+def run() -> None:
+    nav = st.navigation(pages())
+    S.keep_widget_state()
+    C.pick_checkpoint(C.checkpoints_root())
+    st.session_state[_FRAME_RAN] = True
+    nav.run()
+
+
+def require() -> None:
+    """First line of every page: rerun inside the frame if Streamlit ran the page alone."""
+    if not st.session_state.pop(_FRAME_RAN, False):
+        st.navigation(pages(), position="hidden")
+        st.rerun()
