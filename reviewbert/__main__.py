@@ -1,6 +1,7 @@
 """Command line: ``python -m reviewbert {train,evaluate,predict} ...``.
 
     python -m reviewbert train --data FILE [--data FILE ...] --labels 5 --out checkpoints/NAME
+    python -m reviewbert train --config RUN/train_config.json --out RUN [--queue] [--FLAG ...]
     python -m reviewbert train --out checkpoints/NAME --resume
     python -m reviewbert evaluate --checkpoint checkpoints/NAME [--data FILE ...] [--split test|all] [--json]
     python -m reviewbert predict --checkpoint checkpoints/NAME "review text" [--json]
@@ -13,6 +14,7 @@ empty text) print one line to stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -27,12 +29,17 @@ class UsageError(Exception):
 
 # ------------------------------------------------------------------- parser
 def _add_config_flags(p: argparse.ArgumentParser) -> None:
-    """One flag per TrainConfig field, help and default taken from the dataclass.
+    """One flag per TrainConfig field, help and default taken from the dataclass,
+    listed by the field's group (basic, advanced, data, internal) in --help.
 
     Defaults are SUPPRESSed in the namespace so we can tell which flags were
-    given: on --resume only those may override the stored hyperparameters.
+    given: they override --config, and on --resume only those may override the
+    stored hyperparameters.
     """
-    from .train import TrainConfig
+    from .train import GROUPS, TrainConfig
+    titles = {"basic": "basic hyperparameters", "advanced": "advanced hyperparameters",
+              "data": "data", "internal": "speed and bookkeeping"}
+    sections = {g: p.add_argument_group(titles[g]) for g in GROUPS}
     hints = typing.get_type_hints(TrainConfig)
     for f in fields(TrainConfig):
         meta = dict(f.metadata)
@@ -40,14 +47,15 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
         flag = "--" + f.name.replace("_", "-")
         kw = {"dest": f.name, "default": argparse.SUPPRESS}
         helptext = meta.pop("help", "")
+        g = sections[meta.pop("group")]
         if f.name == "data":
-            p.add_argument(flag, action="append", metavar="FILE", help=helptext, **kw)
+            g.add_argument(flag, action="append", metavar="FILE", help=helptext, **kw)
             continue
         typ = hints[f.name]
         args = typing.get_args(typ)
         base = next((a for a in args if a is not type(None)), typ) if args else typ
         if base is bool:
-            p.add_argument(flag, action=argparse.BooleanOptionalAction,
+            g.add_argument(flag, action=argparse.BooleanOptionalAction,
                            help=f"{helptext} (default: {default})", **kw)
             continue
         if typing.get_origin(base) is tuple:
@@ -58,7 +66,7 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
         metavar = "{" + ",".join(map(str, meta["choices"])) + "}" if "choices" in meta else "N"
         if "choices" not in meta and base is not int:
             metavar = "NAME" if base is str else "X"
-        p.add_argument(flag, type=base, metavar=metavar, help=helptext, **kw, **meta)
+        g.add_argument(flag, type=base, metavar=metavar, help=helptext, **kw, **meta)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,14 +78,21 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="fine-tune a model on review files",
                        description="Prints the data report, then a progress bar. Writes the run "
                                    "folder --out: reviewbert.json, status.json, metrics.jsonl, "
-                                   "best/ and last/. Ctrl-C (SIGINT) or SIGTERM stops after the "
-                                   "current step and saves last/; --resume continues.")
+                                   "steps.jsonl, best/ and last/. Ctrl-C (SIGINT) or SIGTERM "
+                                   "stops after the current step and saves last/; --resume "
+                                   "continues.")
     t.add_argument("--out", required=True, metavar="DIR",
                    help="run folder, e.g. checkpoints/my-run")
     t.add_argument("--resume", action="store_true",
                    help="continue the stopped or killed run in --out from last/ "
                         f"(may change only: epochs, save-every-steps, eval-batch-size, "
-                        f"train-eval-max, num-workers)")
+                        f"train-eval-max, num-workers, report-to)")
+    t.add_argument("--config", metavar="FILE",
+                   help="JSON object of TrainConfig fields (as runs.write_config writes); "
+                        "flags given on the command line override it")
+    t.add_argument("--queue", action="store_true",
+                   help="wait (status 'queued') until no other run trains on this device, "
+                        "first come first served; cancel with SIGUSR1 (runs.cancel_run)")
     _add_config_flags(t)
     t.set_defaults(func=cmd_train)
 
@@ -116,13 +131,17 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default="float16",
                    help="weight dtype on disk (upcast to fp32 when loaded on CPU)")
     x.set_defaults(func=cmd_export)
+    from . import search; search.add_parser(sub)
     return parser
 
 
 # -------------------------------------------------------------------- train
 def cmd_train(args) -> int:
-    from .train import TrainConfig, resume_config, train
+    from .runs import device_slot, queue_device, read_status
+    from .train import TrainConfig, resume_config, run_has_state, train
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if hasattr(args, f.name)}
+    if args.config:
+        given = {**_read_config(args.config), **given}  # explicit flags win
     if args.resume:
         cfg, ignored = resume_config(args.out, given)
         if ignored:
@@ -132,12 +151,23 @@ def cmd_train(args) -> int:
         if not given.get("data"):
             raise UsageError("train needs --data FILE (or --resume to continue a run)")
         cfg = TrainConfig(**given)
+        if run_has_state(args.out):  # before waiting in the queue, not after
+            from .model import CheckpointError
+            raise CheckpointError(f"{args.out} already holds a run: pass --resume to continue "
+                                  "it, or choose another --out")
     # `accelerate launch --mixed_precision bf16` should win over our default "no"
     env_mp = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
     if cfg.mixed_precision == "no" and env_mp in ("bf16", "fp16"):
         cfg.mixed_precision = env_mp
-    meta = train(cfg, args.out, resume=args.resume)
-    from .runs import read_status
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if args.queue:
+            raise UsageError("--queue is for one process, not under torchrun/accelerate launch")
+        slot = contextlib.nullcontext(False)
+    else:
+        # without --queue: take the slot if free (queued runs then wait for us), never wait
+        slot = device_slot(args.out, queue_device(), wait=args.queue)
+    with slot:
+        meta = train(cfg, args.out, resume=args.resume)
     st = read_status(args.out) or {}
     best = meta.get("best")
     if st.get("state") == "stopped":
@@ -149,6 +179,35 @@ def cmd_train(args) -> int:
         for split in ("validation", "test"):
             print(f"  {split:10s} {format_metrics(best[split])}")
     return 0
+
+
+def _read_config(path) -> dict:
+    """A --config file: a JSON object of TrainConfig fields (unknown ones are an error)."""
+    from .train import TrainConfig
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise UsageError(f"--config {path}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise UsageError(f"--config {path}: not JSON ({e})") from None
+    if not isinstance(d, dict):
+        raise UsageError(f"--config {path}: expected a JSON object of TrainConfig fields")
+    unknown = sorted(set(d) - {f.name for f in fields(TrainConfig)})
+    if unknown:
+        raise UsageError(f"--config {path}: unknown field(s) {', '.join(unknown)}")
+    return d
+
+
+def _mark_failed(args, e: BaseException) -> None:
+    """A launched train that fails before train() runs (bad config, queue refused) leaves
+    status.json saying what launch() wrote for it: record the error instead. Only a
+    status of this very process is touched, never a finished run's."""
+    from .runs import read_status, write_status
+    out = getattr(args, "out", None)
+    st = read_status(out) if out and args.command == "train" else None
+    if st and st.get("pid") == os.getpid() and st.get("state") in ("queued", "running"):
+        write_status(out, {**st, "state": "failed", "eta_seconds": None,
+                           "message": f"{type(e).__name__}: {e}"})
 
 
 def _is_main() -> bool:
@@ -248,6 +307,7 @@ def cmd_export(args) -> int:
 def main(argv=None) -> int:
     from .data import DataError
     from .model import CheckpointError
+    from .runs import RunCancelled
     from .train import ConfigError
     args = build_parser().parse_args(argv)
     from transformers.utils import logging as hf_logging
@@ -255,8 +315,12 @@ def main(argv=None) -> int:
     try:
         return args.func(args)
     except (CheckpointError, DataError, ConfigError, UsageError) as e:
+        _mark_failed(args, e)
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RunCancelled as e:  # status.json already says "cancelled"
+        print(str(e), file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -1,7 +1,11 @@
 """Fine-tune BERT to predict review stars: the hyperparameters and the training loop.
 
-Read ``train()`` top to bottom: data -> tokenize once -> model -> optimizer ->
-Accelerate -> epochs of (steps, evaluation on train/validation/test, save).
+Read ``_train()`` top to bottom: ``setup`` (resume state -> data, tokenized once
+-> model -> optimizer -> Accelerate -> run folder), then per epoch
+``train_epoch`` (steps), ``evaluate_epoch`` (train subset, validation, test) and
+``record_epoch`` (metrics.jsonl, best/, last/). The steps share one ``_Run``.
+``TrainHooks`` see every step and epoch; the default ones write steps.jsonl and,
+with ``--report-to tensorboard``, TensorBoard events.
 
 Why it is fast (the benchmark compares it with HF ``Trainer`` padding every
 review to 256 tokens in batches of 6, as the seed project did):
@@ -13,7 +17,9 @@ review to 256 tokens in batches of 6, as the seed project did):
   order), like HF ``group_by_length`` but with the classes mixed in every
   batch, so little of a batch is padding and accuracy per epoch is kept;
 - attention runs through PyTorch's fused SDPA kernel; evaluation runs under
-  ``torch.inference_mode`` and walks reviews sorted by length.
+  ``torch.inference_mode`` and walks reviews sorted by length;
+- the per-step loss is read back from the device about once a second, in one
+  batch, not at every step.
 
 The model is unchanged: one linear classifier on BERT's pooled [CLS].
 
@@ -23,6 +29,7 @@ mixed precision and gathering; only the main process writes files).
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal
@@ -32,6 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -44,110 +52,254 @@ from .metrics import compute_metrics, format_metrics
 from .model import (DEFAULT_BASE_MODEL, META_FILE, CheckpointError, atomic_write_json,
                     describe_device, load_for_training, pick_device, recover_checkpoint,
                     save_checkpoint_atomic)
-from .runs import (append_metrics, read_meta, read_status, run_paths, truncate_metrics,
-                   write_status)
+from .runs import (LAUNCHED_ENV, StepsWriter, append_metrics, read_meta, read_status,
+                   run_has_state, run_paths, truncate_metrics, truncate_steps, write_status)
 
 STATE_JSON = "training_state.json"
 STATE_TENSORS = "training_state.safetensors"
 META_FORMAT = "reviewbert/1"
 SPLITS = ("train", "validation", "test")
+GROUPS = ("basic", "advanced", "data", "internal")  # how a form lays the knobs out
 
 
 class ConfigError(ValueError):
-    """Hyperparameters that cannot work (the CLI prints the message, exit status 2)."""
+    """Hyperparameters that cannot work (the CLI prints the message, exit status 2).
+
+    ``errors`` maps each offending field to its message (each names the field)."""
+
+    def __init__(self, message: str, errors: dict[str, str] | None = None):
+        super().__init__(message)
+        self.errors = errors or {}
 
 
-def _h(text: str, **kw) -> dict:
-    return {"help": text, **kw}
+def _h(text: str, group: str, **kw) -> dict:
+    return {"help": text, "group": group, **kw}
 
 
 @dataclass
 class TrainConfig:
     """Every knob of a run. The CLI flags, the training page and reviewbert.json
-    ("hyperparameters") are all generated from / stored as this one dataclass."""
+    ("hyperparameters") are all generated from / stored as this one dataclass.
+    Each field's metadata has ``help``, ``group`` (one of GROUPS: "basic" = the
+    seed's knobs, "advanced", "data", "internal" = speed/bookkeeping) and maybe
+    ``choices``; ``config_errors`` checks values without raising."""
     # --- data (passed to data.build_splits) ---
     data: list[str] = field(default_factory=list, metadata=_h(
-        "review file(s): JSON, JSONL or CSV; repeat the flag for several files"))
+        "review file(s): JSON, JSONL or CSV; repeat the flag for several files", "data"))
     labels: int = field(default=5, metadata=_h("5 (1-5 stars) or 3 (negative/neutral/positive)",
-                                               choices=(5, 3)))
-    text_column: str | None = field(default=None, metadata=_h("text column (default: guessed)"))
-    rating_column: str | None = field(default=None, metadata=_h("rating column (default: guessed)"))
-    title_column: str | None = field(default=None, metadata=_h("title column (default: guessed)"))
-    prepend_title: bool = field(default=False, metadata=_h("prepend the review title to its text"))
+                                               "basic", choices=(5, 3)))
+    text_column: str | None = field(default=None, metadata=_h(
+        "text column (default: guessed)", "data"))
+    rating_column: str | None = field(default=None, metadata=_h(
+        "rating column (default: guessed)", "data"))
+    title_column: str | None = field(default=None, metadata=_h(
+        "title column (default: guessed)", "data"))
+    prepend_title: bool = field(default=False, metadata=_h(
+        "prepend the review title to its text", "data"))
     min_tokens: int = field(default=0, metadata=_h(
-        "drop reviews shorter than this many tokens (the seed report used 100)"))
+        "drop reviews shorter than this many tokens (the seed report used 100)", "basic"))
     max_per_class: int | None = field(default=None, metadata=_h(
-        "cap on reviews per class before splitting (default: all of the smallest class)"))
+        "cap on reviews per class before splitting (default: all of the smallest class)",
+        "advanced"))
     fractions: tuple[float, float, float] = field(default=(0.7, 0.1, 0.2), metadata=_h(
-        "train/validation/test fractions", nargs=3))
-    split_seed: int = field(default=42, metadata=_h("seed of the balanced split"))
+        "train/validation/test fractions", "data", nargs=3))
+    split_seed: int = field(default=42, metadata=_h("seed of the balanced split", "data"))
     # --- model ---
     base_model: str = field(default=DEFAULT_BASE_MODEL, metadata=_h(
-        "base encoder: HF hub name or local folder; the default is embedded (no network)"))
-    max_length: int = field(default=256, metadata=_h("truncate reviews to this many tokens"))
+        "base encoder: HF hub name or local folder; the default is embedded (no network)",
+        "advanced"))
+    max_length: int = field(default=256, metadata=_h(
+        "truncate reviews to this many tokens", "basic"))
     freeze_encoder: bool = field(default=False, metadata=_h(
-        "train only the classifier on frozen BERT features (feature-based approach)"))
+        "train only the classifier on frozen BERT features (feature-based approach)",
+        "advanced"))
     # --- optimisation ---
-    epochs: int = field(default=3, metadata=_h("training epochs"))
+    epochs: int = field(default=3, metadata=_h("training epochs", "basic"))
     batch_size: int = field(default=8, metadata=_h(
-        "reviews per step and process (the seed used 6)"))
+        "reviews per step and process (the seed used 6)", "basic"))
     # 5e-5, the usual BERT fine-tuning rate (the seed's 1e-5 was for the 5x larger
     # bert-base). bench/train_throughput.py, one epoch on 700 reviews, 3 seeds each,
     # 1,000 test reviews: batch 8 at 5e-5 with class-mixed length groups 42.7% (the
     # HF Trainer baseline at batch 6, 5e-5: 42.9%); batch 16 at 1e-4 36.4%, batch 8
     # at 1e-4 36.5%, batch 6 at 5e-5 without class mixing 39.7%.
-    lr_bert: float = field(default=5e-5, metadata=_h("learning rate of the BERT encoder"))
+    lr_bert: float = field(default=5e-5, metadata=_h(
+        "learning rate of the BERT encoder", "basic"))
     lr_classifier: float = field(default=1e-3, metadata=_h(
-        "learning rate of the (freshly initialised) classifier, as in the seed"))
+        "learning rate of the (freshly initialised) classifier, as in the seed", "basic"))
     weight_decay: float = field(default=0.01, metadata=_h(
-        "AdamW weight decay (not applied to biases and LayerNorm weights)"))
-    lr_decay: float = field(default=0.5, metadata=_h("multiply learning rates by this ..."))
-    lr_step_epochs: int = field(default=5, metadata=_h("... every this many epochs (StepLR)"))
+        "AdamW weight decay (not applied to biases and LayerNorm weights)", "basic"))
+    lr_decay: float = field(default=0.5, metadata=_h(
+        "multiply learning rates by this ...", "basic"))
+    lr_step_epochs: int = field(default=5, metadata=_h(
+        "... every this many epochs (StepLR)", "basic"))
     layer_lr_decay: float = field(default=1.0, metadata=_h(
-        "layer-wise LR decay: layer l of L gets lr_bert*decay^(L-l), embeddings l=0; 1.0 = off"))
+        "layer-wise LR decay: layer l of L gets lr_bert*decay^(L-l), embeddings l=0; 1.0 = off",
+        "advanced"))
     warmup_ratio: float = field(default=0.0, metadata=_h(
-        "linear warm-up over this fraction of all steps (0 = none, as in the seed)"))
-    max_grad_norm: float = field(default=1.0, metadata=_h("gradient clipping norm (0 = off)"))
-    seed: int = field(default=42, metadata=_h("seed for initialisation, shuffling and dropout"))
+        "linear warm-up over this fraction of all steps (0 = none, as in the seed)", "advanced"))
+    max_grad_norm: float = field(default=1.0, metadata=_h(
+        "gradient clipping norm (0 = off)", "advanced"))
+    seed: int = field(default=42, metadata=_h(
+        "seed for initialisation, shuffling and dropout", "advanced"))
     # --- speed / bookkeeping ---
-    eval_batch_size: int = field(default=64, metadata=_h("batch size for evaluation"))
+    eval_batch_size: int = field(default=64, metadata=_h("batch size for evaluation", "internal"))
     train_eval_max: int = field(default=2000, metadata=_h(
         "evaluate the train split on a fixed random subset of at most this many reviews "
-        "(0 = all); validation and test are always evaluated in full"))
+        "(0 = all); validation and test are always evaluated in full", "internal"))
     group_by_length: bool = field(default=True, metadata=_h(
-        "batch reviews of similar length together (less padding)"))
+        "batch reviews of similar length together (less padding)", "advanced"))
     num_workers: int = field(default=0, metadata=_h(
-        "DataLoader worker processes (batches are pre-tokenized, so 0 is usually best)"))
+        "DataLoader worker processes (batches are pre-tokenized, so 0 is usually best)",
+        "internal"))
     mixed_precision: str = field(default="no", metadata=_h(
-        "no, bf16 or fp16 (fp16 needs a GPU)", choices=("no", "bf16", "fp16")))
+        "no, bf16 or fp16 (fp16 needs a GPU)", "advanced", choices=("no", "bf16", "fp16")))
     save_every_steps: int = field(default=200, metadata=_h(
-        "also save last/ every this many steps, so --resume continues mid-epoch (0 = epoch ends only)"))
+        "also save last/ every this many steps, so --resume continues mid-epoch "
+        "(0 = epoch ends only)", "internal"))
+    # mlflow/wandb are not wired: TensorBoard needs no server and no account.
+    report_to: str = field(default="none", metadata=_h(
+        "experiment tracker: none, or tensorboard (event files in OUT/tensorboard/)",
+        "advanced", choices=("none", "tensorboard")))
 
     def __post_init__(self):
+        errors = field_errors(asdict(self))
+        if errors:
+            raise ConfigError("; ".join(errors.values()), errors)
         self.data = [str(p) for p in (self.data or [])]
         self.fractions = tuple(float(f) for f in self.fractions)
-        try:
-            get_scheme(self.labels)  # only 5 or 3
-        except ValueError as e:
-            raise ConfigError(str(e)) from None
-        if self.mixed_precision not in ("no", "bf16", "fp16"):
-            raise ConfigError(f"mixed_precision must be no, bf16 or fp16, got {self.mixed_precision!r}")
-        if len(self.fractions) != 3 or abs(sum(self.fractions) - 1) > 1e-6:
-            raise ConfigError(f"fractions must be three numbers summing to 1, got {self.fractions}")
-        if self.epochs < 1 or self.batch_size < 1 or self.eval_batch_size < 1 \
-                or self.max_length < 8:
-            raise ConfigError("epochs and batch sizes must be >= 1, max_length >= 8")
+        # a form or a JSON file may say 3.0 for 3, or 1 for 1.0
+        hints = _field_types()
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if hints[f.name] is int and isinstance(v, float):
+                setattr(self, f.name, int(v))
+            elif hints[f.name] is float and isinstance(v, int):
+                setattr(self, f.name, float(v))
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
-        """From reviewbert.json's "hyperparameters" (unknown keys from other versions ignored)."""
+    def from_dict(cls, d: dict, strict: bool = False) -> "TrainConfig":
+        """From reviewbert.json's "hyperparameters" (unknown keys from other versions
+        ignored) or, with ``strict``, from a --config file (unknown keys: ConfigError)."""
         names = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - names)
+        if strict and unknown:
+            raise ConfigError(f"unknown field(s): {', '.join(unknown)}",
+                              {k: f"{k} is not a TrainConfig field" for k in unknown})
         return cls(**{k: v for k, v in d.items() if k in names})
+
+    @classmethod
+    def validate_field(cls, name: str, value) -> str | None:
+        """The ConfigError message for one field's value (it names the field), or None."""
+        if name not in _RULES:
+            return f"{name} is not a TrainConfig field"
+        ok, need = _RULES[name]
+        try:
+            good = ok(value)
+        except (TypeError, ValueError):
+            good = False
+        return None if good else f"{name} {need}, got {value!r}"
+
+
+# ------------------------------------------------------------- validation
+def _is_int(v) -> bool:
+    return (isinstance(v, int) and not isinstance(v, bool)) or \
+        (isinstance(v, float) and v.is_integer())
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_col(v) -> bool:
+    return v is None or (isinstance(v, str) and bool(v.strip()))
+
+
+def _is_fractions(v) -> bool:
+    v = list(v)
+    return len(v) == 3 and all(_is_num(x) and x >= 0 for x in v) and abs(sum(v) - 1) <= 1e-6
+
+
+# field -> (is the value fine?, what it must be). The message is "<field> <must ...>, got <v>".
+_RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "data": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(p, (str, os.PathLike))
+                                                            for p in v),
+             "must be a list of file paths"),
+    "labels": (lambda v: _is_int(v) and v in (5, 3), "must be 5 or 3"),
+    "text_column": (_is_col, "must be a column name or empty (guess)"),
+    "rating_column": (_is_col, "must be a column name or empty (guess)"),
+    "title_column": (_is_col, "must be a column name or empty (guess)"),
+    "prepend_title": (lambda v: isinstance(v, bool), "must be true or false"),
+    "min_tokens": (lambda v: _is_int(v) and v >= 0, "must be an integer >= 0"),
+    "max_per_class": (lambda v: v is None or (_is_int(v) and v >= 1),
+                      "must be empty (all reviews) or an integer >= 1"),
+    "fractions": (_is_fractions, "must be three numbers >= 0 summing to 1"),
+    "split_seed": (_is_int, "must be an integer"),
+    "base_model": (lambda v: isinstance(v, str) and bool(v.strip()),
+                   "must be a model name or folder"),
+    "max_length": (lambda v: _is_int(v) and v >= 8, "must be an integer >= 8"),
+    "freeze_encoder": (lambda v: isinstance(v, bool), "must be true or false"),
+    "epochs": (lambda v: _is_int(v) and v >= 1, "must be an integer >= 1"),
+    "batch_size": (lambda v: _is_int(v) and v >= 1, "must be an integer >= 1"),
+    # > 0, not >= 0, for both rates: a zero rate trains nothing (to keep BERT fixed,
+    # use freeze_encoder; a classifier that never learns is never what was meant).
+    "lr_bert": (lambda v: _is_num(v) and v > 0, "must be > 0"),
+    "lr_classifier": (lambda v: _is_num(v) and v > 0, "must be > 0"),
+    "weight_decay": (lambda v: _is_num(v) and v >= 0, "must be >= 0"),
+    "lr_decay": (lambda v: _is_num(v) and 0 < v <= 1, "must be in (0, 1]"),
+    "lr_step_epochs": (lambda v: _is_int(v) and v >= 1, "must be an integer >= 1"),
+    "layer_lr_decay": (lambda v: _is_num(v) and 0 < v <= 1, "must be in (0, 1]"),
+    "warmup_ratio": (lambda v: _is_num(v) and 0 <= v < 1, "must be in [0, 1)"),
+    "max_grad_norm": (lambda v: _is_num(v) and v >= 0, "must be >= 0 (0 = off)"),
+    "seed": (_is_int, "must be an integer"),
+    "eval_batch_size": (lambda v: _is_int(v) and v >= 1, "must be an integer >= 1"),
+    "train_eval_max": (lambda v: _is_int(v) and v >= 0, "must be an integer >= 0 (0 = all)"),
+    "group_by_length": (lambda v: isinstance(v, bool), "must be true or false"),
+    "num_workers": (lambda v: _is_int(v) and v >= 0, "must be an integer >= 0"),
+    "mixed_precision": (lambda v: v in ("no", "bf16", "fp16"), "must be no, bf16 or fp16"),
+    "save_every_steps": (lambda v: _is_int(v) and v >= 0, "must be an integer >= 0 (0 = off)"),
+    "report_to": (lambda v: v in ("none", "tensorboard"), "must be none or tensorboard"),
+}
+
+
+@functools.cache
+def _field_types() -> dict[str, type]:
+    """int/float/... per field (Optional unwrapped), for normalising form values."""
+    import typing
+    out = {}
+    for name, typ in typing.get_type_hints(TrainConfig).items():
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        out[name] = args[0] if args and typing.get_origin(typ) is not tuple else typ
+    return out
+
+
+def field_errors(d: dict) -> dict[str, str]:
+    """{field: message} for the given fields' values (type and range; no files checked)."""
+    return {k: m for k, v in d.items() if (m := TrainConfig.validate_field(k, v))}
+
+
+def config_errors(d: dict, require_data: bool = True) -> dict[str, str]:
+    """{field: message} for a config dict about to be launched, without raising: what
+    ``TrainConfig(**d)`` would reject, plus (``require_data``) no data file or a data
+    file that does not exist. Missing fields take their defaults."""
+    errors = field_errors(d)
+    if require_data and "data" not in errors:
+        paths = list(d.get("data") or [])
+        missing = [str(p) for p in paths if not Path(p).is_file()]
+        if not paths:
+            errors["data"] = "data must name at least one review file"
+        elif missing:
+            errors["data"] = f"data file not found: {', '.join(missing)}"
+    return errors
+
+
+def config_fields(group: str | None = None) -> list:
+    """TrainConfig's dataclass fields (all, or one of GROUPS), in declaration order."""
+    return [f for f in fields(TrainConfig) if group is None or f.metadata.get("group") == group]
 
 
 # Flags that may differ on --resume; everything else must match the stopped run.
 RESUME_OVERRIDABLE = ("epochs", "save_every_steps", "eval_batch_size", "train_eval_max",
-                      "num_workers")
+                      "num_workers", "report_to")
 
 
 # ------------------------------------------------------------------ batching
@@ -361,6 +513,10 @@ class Progress:
         self.train_cpu_s = 0.0  # process CPU time in steps: a load-independent speed measure
         self.bar = tqdm(total=total_steps, initial=step, unit="step", disable=not enabled,
                         file=sys.stderr, dynamic_ncols=True)
+        # how long this very process waited in the device queue (runs.device_slot)
+        old = (read_status(run_dir) or {}) if enabled else {}
+        self.keep = {k: old[k] for k in ("device", "queued_at", "wait_seconds")
+                     if k in old and old.get("pid") == os.getpid()}
 
     def eta(self, step: int, epochs_done: int) -> float | None:
         done = step - self.start_step
@@ -381,6 +537,7 @@ class Progress:
         eta = self.eta(step, epochs_done) if state == "running" else 0.0
         sps = self.samples_per_s(step)
         write_status(self.run_dir, {
+            **self.keep,
             "state": state, "step": step, "total_steps": self.total,
             "epoch": min(epochs_done + 1, self.epochs), "epochs": self.epochs,
             "eta_seconds": None if eta is None else round(eta, 1),
@@ -390,15 +547,157 @@ class Progress:
             **(extra or {})})
 
 
+# ------------------------------------------------------------------- hooks
+class TrainHooks:
+    """Callbacks from the training loop; subclass and override what you need.
+
+    - ``after_step(info)``, after every optimizer step: epoch (1-based), step
+      (optimizer steps so far), batch (batches done in this epoch),
+      steps_per_epoch, total_steps, lr (lr_bert x schedule), time (unix
+      seconds), loss: that step's loss as a detached 0-d tensor on the device.
+      ``float()`` it only when needed: on a GPU every read waits for the device
+      (StepLog reads a second's worth at once).
+    - ``after_epoch(info)``, after an epoch's evaluation and saves: epoch,
+      epochs, step, lr, time, train / validation / test (metric dicts: loss,
+      auc, accuracy, relaxed_accuracy, n), best (the best epoch so far), is_best.
+    - ``before_save(info)``, before last/ or best/ is written: kind, epoch, step.
+    - ``on_end(info)``, once when the loop ends: state (finished, stopped or
+      failed), step.
+
+    A truthy return from ``after_step`` or ``after_epoch`` stops the run as a
+    SIGINT would (last/ saved, state "stopped", ``--resume`` continues), e.g. a
+    pruned search trial. Hooks run on every process under DDP; a stop request
+    is shared, so all processes stop at the same step.
+    """
+
+    def after_step(self, info: dict):
+        return None
+
+    def after_epoch(self, info: dict):
+        return None
+
+    def before_save(self, info: dict):
+        return None
+
+    def on_end(self, info: dict):
+        return None
+
+
+class StepLog(TrainHooks):
+    """steps.jsonl (format: runs.py), the default hook of the main process.
+
+    Rows wait in memory for up to ``flush_s`` and go out together: one device
+    sync for all their losses, one write. Before every save they are flushed,
+    so steps.jsonl always reaches the step that last/ holds.
+    """
+
+    def __init__(self, run_dir, flush_s: float = 1.0):
+        self.writer = StepsWriter(run_dir)
+        self.flush_s, self.rows, self.last = flush_s, [], time.monotonic()
+
+    def after_step(self, info):
+        self.rows.append(info)
+        if time.monotonic() - self.last >= self.flush_s:
+            self.flush()
+
+    def flush(self):
+        if self.rows:
+            losses = torch.stack([r["loss"].float() for r in self.rows]).cpu().tolist()
+            self.writer.write([{"epoch": r["epoch"], "step": r["step"], "loss": round(loss, 6),
+                                "lr": r["lr"], "time": round(r["time"], 3)}
+                               for r, loss in zip(self.rows, losses)])
+            self.rows = []
+        self.last = time.monotonic()
+
+    def before_save(self, info):
+        self.flush()
+
+    def on_end(self, info):
+        self.flush()
+        self.writer.close()
+
+
+class TrackerLog(TrainHooks):
+    """Per-step loss and lr, per-epoch metrics, to Accelerate's trackers (``--report-to``)."""
+
+    def __init__(self, accelerator, flush_s: float = 5.0):
+        self.acc, self.flush_s, self.rows, self.last = accelerator, flush_s, [], time.monotonic()
+
+    def after_step(self, info):
+        self.rows.append(info)
+        if time.monotonic() - self.last >= self.flush_s:
+            self.flush()
+
+    def flush(self):
+        if self.rows:
+            losses = torch.stack([r["loss"].float() for r in self.rows]).cpu().tolist()
+            for r, loss in zip(self.rows, losses):
+                self.acc.log({"train/step_loss": loss, "train/lr": r["lr"]}, step=r["step"])
+            self.rows = []
+        self.last = time.monotonic()
+
+    def after_epoch(self, info):
+        self.flush()
+        values = {f"{split}/{k}": info[split][k] for split in SPLITS
+                  for k in ("loss", "auc", "accuracy", "relaxed_accuracy")
+                  if isinstance(info[split].get(k), (int, float))}
+        self.acc.log({**values, "epoch": info["epoch"]}, step=info["step"])
+
+    def on_end(self, info):
+        self.flush()
+        # tracker.finish(), not accelerator.end_training(): that also tears down the
+        # process group, and train() may be called again in this process (a search)
+        for t in self.acc.trackers:
+            t.finish()
+
+
 # ------------------------------------------------------------------ helpers
 def _set_threads(accelerator) -> None:
     """On CPU, give each process its share of the cores, unless OMP_NUM_THREADS says
-    otherwise (torchrun sets it to 1 per process, which is right there too)."""
-    if accelerator.device.type != "cpu" or os.environ.get("OMP_NUM_THREADS"):
+    otherwise (torchrun sets it to 1 per process, which is right there too).
+
+    A run started by ``runs.launch`` (the training page), alone on a CPU, leaves
+    room for the app beside it: nice +10 and one core fewer
+    (REVIEWBERT_TRAIN_NICE / REVIEWBERT_TRAIN_THREADS override), so that a
+    prediction on the main page stays within ~3x its idle time
+    (bench/predict_while_training.py).
+    """
+    if accelerator.device.type != "cpu":
         return
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    background = os.environ.get(LAUNCHED_ENV) == "1" and accelerator.num_processes == 1 \
+        and int(os.environ.get("WORLD_SIZE", "1")) == 1
+    if background:
+        _lower_priority(int(os.environ.get("REVIEWBERT_TRAIN_NICE", "10")))
+        threads = os.environ.get("REVIEWBERT_TRAIN_THREADS") or \
+            os.environ.get("OMP_NUM_THREADS") or max(1, cores - 1)
+        torch.set_num_threads(max(1, int(threads)))
+        # the tokenizers' Rust pool (tokenizing the data) reads this when it starts
+        os.environ.setdefault("RAYON_NUM_THREADS", str(torch.get_num_threads()))
+        return
+    if os.environ.get("OMP_NUM_THREADS"):
+        return
     local = int(os.environ.get("LOCAL_WORLD_SIZE", accelerator.num_processes))
-    torch.set_num_threads(max(1, (cores or 1) // max(1, local)))
+    torch.set_num_threads(max(1, cores // max(1, local)))
+
+
+def _lower_priority(nice: int) -> None:
+    """Add ``nice`` to every thread of this process. Linux keeps a nice value per
+    thread (new threads inherit their creator's), so os.nice() alone would leave
+    threads started earlier (tqdm's monitor, a thread pool) at full priority."""
+    if nice <= 0:
+        return
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        try:
+            cur = os.getpriority(os.PRIO_PROCESS, tid)
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, cur + nice))
+        except OSError:
+            pass  # the thread ended meanwhile
 
 
 def _better(new: dict, old: dict | None) -> bool:
@@ -439,20 +738,14 @@ def resume_config(run_dir, overrides: dict | None = None) -> tuple[TrainConfig, 
     return cfg, ignored
 
 
-def run_has_state(run_dir) -> bool:
-    """True once a run has trained (or set up) anything worth keeping. A folder with
-    only status.json/train.log (a run that failed while reading its data) is reusable."""
-    rp = run_paths(run_dir)
-    return any(p.exists() for p in (rp.metrics, rp.last, rp.best, rp.meta))
-
-
 # ==================================================================== train
 def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accelerator=None,
-          log=print) -> dict:
+          log=print, hooks: list[TrainHooks] | None = None) -> dict:
     """Train per ``cfg`` into run folder ``out_dir``; returns the final reviewbert.json dict.
 
     ``splits`` (a data.Splits) skips reading files (tests); otherwise they are
     built from ``cfg.data``, or, on resume, rebuilt from the run's reviewbert.json.
+    ``hooks`` run beside the default ones (steps.jsonl, ``report_to``).
     A failure before or during training is recorded in status.json ("failed",
     with the error as message) and re-raised.
     """
@@ -461,16 +754,19 @@ def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accel
     # cpu=True on a machine with no GPU: without it Accelerate ignores torchrun's
     # WORLD_SIZE there and every process would train alone (gloo needs the hint).
     if accelerator is None:
+        tracking = {} if cfg.report_to == "none" else \
+            {"log_with": cfg.report_to, "project_dir": str(out_dir)}
         try:
             accelerator = Accelerator(mixed_precision=cfg.mixed_precision,
-                                      cpu=pick_device().type == "cpu")
+                                      cpu=pick_device().type == "cpu", **tracking)
         except ValueError as e:  # e.g. fp16 without a GPU
-            raise ConfigError(f"mixed_precision={cfg.mixed_precision}: {e}") from None
+            raise ConfigError(f"mixed_precision={cfg.mixed_precision}: {e}",
+                              {"mixed_precision": str(e)}) from None
     if not resume and run_has_state(out_dir):
         raise CheckpointError(f"{out_dir} already holds a run: pass --resume to continue it, "
                               "or choose another --out")
     try:
-        return _train(cfg, out_dir, resume, splits, accelerator, log)
+        return _train(cfg, out_dir, resume, splits, accelerator, log, list(hooks or []))
     except BaseException as e:
         if accelerator.is_main_process:
             st = read_status(out_dir) or {}
@@ -483,7 +779,86 @@ def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accel
         raise
 
 
-def _train(cfg, out_dir, resume, splits, accelerator, log) -> dict:
+def _train(cfg, out_dir, resume, splits, accelerator, log, hooks) -> dict:
+    run = setup(cfg, out_dir, resume, splits, accelerator, log, hooks)
+    end = "failed"
+    run.stop.install()
+    try:
+        for epoch in range(run.epochs_done, cfg.epochs):
+            if train_epoch(run, epoch):  # stopped mid-epoch; last/ holds this step
+                end = "stopped"
+                return build_meta(run)
+            results = evaluate_epoch(run, epoch)
+            record_epoch(run, epoch, results)
+            if stop_requested(run) and run.epochs_done < cfg.epochs:
+                run.progress.status(
+                    "stopped", run.step, run.epochs_done,
+                    f"stopped after epoch {run.epochs_done}; continue with --resume")
+                end = "stopped"
+                return build_meta(run)
+        end = "finished"
+        end_hooks(run, end)  # steps.jsonl complete before status says finished
+    finally:
+        run.stop.restore()
+        run.progress.bar.close()
+        if end != "finished":
+            end_hooks(run, end)
+
+    best = run.best
+    run.progress.status("finished", run.step, cfg.epochs,
+                        f"best epoch {best['epoch']}: validation accuracy "
+                        f"{100 * (best['validation'].get('accuracy') or 0):.1f}%"
+                        if best else "done")
+    run.accelerator.wait_for_everyone()
+    return build_meta(run)
+
+
+# ------------------------------------------------------------ the run's state
+@dataclass
+class _Run:
+    """What the named steps share: ``setup`` builds it, the steps advance its counters."""
+    cfg: TrainConfig
+    out_dir: Path
+    accelerator: Any
+    say: Callable
+    scheme: Any
+    tokenizer: Any
+    datasets: dict            # split -> EncodedDataset
+    eval_dls: dict            # split -> DataLoader (train = a fixed subset)
+    data_cfg: dict | None     # reviewbert.json "data"
+    report: Any               # data.DataReport, or None
+    old_meta: dict            # reviewbert.json of the run being resumed
+    model: Any                # as prepared by Accelerate (DDP-wrapped under torchrun)
+    unwrapped: Any
+    optimizer: Any
+    sampler: LengthGroupedSampler
+    train_dl: Any
+    steps_per_epoch: int
+    total_steps: int
+    device_desc: str
+    epochs_done: int
+    batches_done: int         # of the current epoch, when resumed mid-epoch
+    step: int                 # optimizer steps so far
+    best: dict | None
+    progress: Progress | None = None
+    stop: StopFlag = field(default_factory=StopFlag)
+    hooks: list = field(default_factory=list)
+
+    @property
+    def main(self) -> bool:
+        return self.accelerator.is_main_process
+
+    @property
+    def paths(self):
+        return run_paths(self.out_dir)
+
+
+
+# -------------------------------------------------------------------- setup
+def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
+          hooks: list | None = None) -> _Run:
+    """Resume state -> data (tokenized once) -> model -> optimizer -> Accelerate ->
+    the run folder (status "running", default hooks). RNG use is in this order."""
     from accelerate.utils import set_seed
 
     from transformers.utils import logging as hf_logging
@@ -494,7 +869,6 @@ def _train(cfg, out_dir, resume, splits, accelerator, log) -> dict:
     _set_threads(accelerator)
     rp = run_paths(out_dir)
     scheme = get_scheme(cfg.labels)
-    stop = StopFlag()
 
     # ---- 1. resume state (last/ holds weights + optimizer + counters) -------
     state, tensors, old_meta = None, None, {}
@@ -505,9 +879,6 @@ def _train(cfg, out_dir, resume, splits, accelerator, log) -> dict:
             state, tensors = load_training_state(rp.last)
         else:
             say(f"{rp.last} has no resume state: starting {out_dir} from the beginning")
-    epochs_done = state["epochs_done"] if state else 0
-    batches_done = state["batches_done"] if state else 0
-    step = state["step"] if state else 0
     if state and state.get("num_processes", 1) != accelerator.num_processes:
         raise CheckpointError(
             f"run was saved with {state['num_processes']} processes, resuming with "
@@ -517,46 +888,13 @@ def _train(cfg, out_dir, resume, splits, accelerator, log) -> dict:
     set_seed(cfg.seed)
     from .model import load_tokenizer
     tokenizer = load_tokenizer(str(rp.last) if state else cfg.base_model)
-    data_cfg = None
-    if splits is None:
-        from . import data
-        if state and old_meta.get("data"):  # the very split the run started with
-            splits = data.splits_from_meta(old_meta, tokenizer=tokenizer)
-            data_cfg = old_meta["data"]
-        else:
-            if not cfg.data:
-                raise data.DataError("no data files given (--data FILE)")
-            kw = dict(seed=cfg.split_seed, fractions=cfg.fractions,
-                      max_per_class=cfg.max_per_class, min_tokens=cfg.min_tokens,
-                      options=data.ReadOptions(text_column=cfg.text_column,
-                                               rating_column=cfg.rating_column,
-                                               title_column=cfg.title_column,
-                                               prepend_title=cfg.prepend_title))
-            splits = data.build_splits(cfg.data, scheme, tokenizer=tokenizer, **kw)
-            data_cfg = data.data_config(cfg.data, scheme, **kw)
+    splits, data_cfg = _load_splits(cfg, splits, scheme, tokenizer, state, old_meta)
     report = getattr(splits, "report", None)
     if report is not None and not state:
         say(report.format())
     if not splits.train:
         raise ConfigError("the training split is empty")
-
-    def encode(examples):
-        return EncodedDataset(encode_texts(tokenizer, [e.text for e in examples], cfg.max_length),
-                              [e.label for e in examples])
-
-    t0 = time.time()
-    datasets = {name: encode(getattr(splits, name)) for name in SPLITS}
-    if cfg.train_eval_max and len(datasets["train"]) > cfg.train_eval_max:
-        # a fixed subset, so the train curve compares like with like across epochs
-        pick = np.random.default_rng(cfg.seed).choice(len(datasets["train"]), cfg.train_eval_max,
-                                                      replace=False)
-        tr = datasets["train"]
-        eval_sets = {"train": EncodedDataset([tr.ids[i] for i in pick], [tr.labels[i] for i in pick])}
-    else:
-        eval_sets = {"train": datasets["train"]}
-    eval_sets.update(validation=datasets["validation"], test=datasets["test"])
-    say(f"tokenized {sum(len(d) for d in datasets.values())} reviews in {time.time() - t0:.1f}s "
-        f"(mean {np.mean(datasets['train'].lengths):.0f} tokens, max_length {cfg.max_length})")
+    datasets, eval_sets = _encode_splits(cfg, splits, tokenizer, say)
 
     # ---- 3. model -------------------------------------------------------------
     if state:
@@ -591,7 +929,7 @@ def _train(cfg, out_dir, resume, splits, accelerator, log) -> dict:
     # ---- 6. Accelerate: device, DDP, mixed precision, sharded loaders ---------
     model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
     eval_dls = {k: accelerator.prepare(v) for k, v in eval_dls.items()}
-    unwrapped = accelerator.unwrap_model(model)
+    step = state["step"] if state else 0
     if state and main and "rng/torch_cpu" in tensors:
         torch.set_rng_state(tensors["rng/torch_cpu"])
         if "rng/cuda" in tensors and torch.cuda.is_available():
@@ -601,153 +939,262 @@ def _train(cfg, out_dir, resume, splits, accelerator, log) -> dict:
     if state and state.get("scaler") and accelerator.scaler is not None:
         accelerator.scaler.load_state_dict(state["scaler"])
 
-    steps_per_epoch = len(train_dl)
-    total_steps = steps_per_epoch * cfg.epochs
-    best = (state or {}).get("best") or (old_meta.get("best") if state else None)
     device_desc = describe_device(accelerator.device)
     if accelerator.num_processes > 1:
         device_desc += f" x {accelerator.num_processes} processes"
     if cfg.mixed_precision != "no":
         device_desc += f", {cfg.mixed_precision}"
-
-    def build_meta(checkpoint: dict | None = None) -> dict:
-        meta = {
-            "format": META_FORMAT, "labels": scheme.num_labels, "label_names": list(scheme.names),
-            "hyperparameters": asdict(cfg), "data": data_cfg,
-            "split_sizes": {k: len(datasets[k]) for k in SPLITS},
-            "data_report": report.to_dict() if report is not None else None,
-            "best": best, "device": device_desc,
-            "created": old_meta.get("created") or _now_iso(),
-            "reviewbert_version": __version__,
-        }
-        if checkpoint:
-            meta["checkpoint"] = checkpoint
-        return meta
-
-    def save_last(epochs_done: int, batches_done: int):
-        if main:
-            counters = {"epochs_done": epochs_done, "batches_done": batches_done, "step": step,
-                        "num_processes": accelerator.num_processes, "best": best}
-            save_checkpoint_atomic(
-                unwrapped, tokenizer, rp.last,
-                meta=build_meta({"kind": "last", "epochs_done": epochs_done, "step": step}),
-                write_extra=lambda d: save_training_state(d, optimizer, counters,
-                                                          accelerator.scaler))
-        accelerator.wait_for_everyone()
-
-    def stop_requested() -> bool:
-        flag = stop.event.is_set()
-        if accelerator.num_processes == 1:
-            return flag
-        # every process must stop at the same step, or DDP would wait forever
-        t = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
-        return accelerator.reduce(t, reduction="max").item() > 0
-
-    def set_train_mode():
-        model.train()
-        if cfg.freeze_encoder:  # features, not fine-tuning: no dropout inside BERT
-            unwrapped.base_model.eval()
+    run = _Run(cfg=cfg, out_dir=Path(out_dir), accelerator=accelerator, say=say, scheme=scheme,
+               tokenizer=tokenizer, datasets=datasets, eval_dls=eval_dls, data_cfg=data_cfg,
+               report=report, old_meta=old_meta, model=model,
+               unwrapped=accelerator.unwrap_model(model), optimizer=optimizer, sampler=sampler,
+               train_dl=train_dl, steps_per_epoch=len(train_dl),
+               total_steps=len(train_dl) * cfg.epochs, device_desc=device_desc,
+               epochs_done=state["epochs_done"] if state else 0,
+               batches_done=state["batches_done"] if state else 0, step=step,
+               best=(state or {}).get("best") or (old_meta.get("best") if state else None))
 
     # ---- 7. the run folder ----------------------------------------------------
     if main:
         rp.root.mkdir(parents=True, exist_ok=True)
-        truncate_metrics(out_dir, epochs_done)  # resume: forget epochs not in last/
-        atomic_write_json(rp.meta, build_meta())
+        truncate_metrics(out_dir, run.epochs_done)  # resume: forget epochs not in last/
+        truncate_steps(out_dir, run.step)           # ... and steps
+        atomic_write_json(rp.meta, build_meta(run))
         say(f"device: {device_desc}; {len(datasets['train'])} train reviews, "
-            f"{steps_per_epoch} steps/epoch x {cfg.epochs} epochs")
+            f"{run.steps_per_epoch} steps/epoch x {cfg.epochs} epochs")
         if state:
-            say(f"resuming {out_dir} at step {step} (epoch {epochs_done + 1}, "
-                f"batch {batches_done}/{steps_per_epoch})")
-    progress = Progress(out_dir, main, total_steps, step, cfg.epochs,
-                        cfg.batch_size * accelerator.num_processes)
-    progress.status("running", step, epochs_done, "starting")
-    stop.install()
+            say(f"resuming {out_dir} at step {run.step} (epoch {run.epochs_done + 1}, "
+                f"batch {run.batches_done}/{run.steps_per_epoch})")
+    run.hooks = _default_hooks(run) + list(hooks or [])
+    run.progress = Progress(out_dir, main, run.total_steps, run.step, cfg.epochs,
+                            cfg.batch_size * accelerator.num_processes)
+    run.progress.status("running", run.step, run.epochs_done, "starting")
+    return run
 
-    # ---- 8. the loop ----------------------------------------------------------
-    try:
-        for epoch in range(epochs_done, cfg.epochs):
-            sampler.epoch = epoch  # the shuffle is a function of (seed, epoch)
-            set_train_mode()
-            loader = train_dl
-            if batches_done:  # resumed mid-epoch: same order, skip what was done
-                loader = accelerator.skip_first_batches(train_dl, batches_done)
-            progress.bar.set_description(f"epoch {epoch + 1}/{cfg.epochs}")
-            loss_sum, loss_n = torch.zeros((), device=accelerator.device), 0
-            t_step, c_step = time.time(), time.process_time()
-            for batch in loader:
-                f = lr_factor(step, cfg, steps_per_epoch, total_steps)
-                for g in optimizer.param_groups:
-                    g["lr"] = g["base_lr"] * f
-                loss = model(**batch).loss
-                accelerator.backward(loss)
-                if cfg.max_grad_norm:
-                    accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                step += 1
-                batches_done += 1
-                loss_sum += loss.detach()
-                loss_n += 1
-                now = time.time()
-                progress.train_s += now - t_step
-                progress.train_cpu_s += time.process_time() - c_step
-                progress.bar.update(1)
-                if loss_n % 10 == 0:
-                    progress.bar.set_postfix(loss=f"{loss_sum.item() / loss_n:.3f}", refresh=False)
-                progress.status("running", step, epoch, f"training epoch {epoch + 1}", force=False)
-                if stop_requested():
-                    save_last(epoch, batches_done)
-                    progress.status("stopped", step, epoch,
-                                    f"stopped at step {step}; continue with --resume")
-                    say(f"stopped at step {step}; saved {rp.last}")
-                    return build_meta()
-                if cfg.save_every_steps and step % cfg.save_every_steps == 0 \
-                        and batches_done < steps_per_epoch:
-                    save_last(epoch, batches_done)
-                t_step, c_step = time.time(), time.process_time()
-            batches_done = 0
 
-            # -- evaluate on train (subset), validation and test ------------------
-            progress.status("running", step, epoch, f"evaluating epoch {epoch + 1}")
-            t_eval = time.time()
-            results = {}
-            for name in SPLITS:
-                if name in eval_dls:
-                    y, p = predict_probs(unwrapped, eval_dls[name], accelerator)
-                    results[name] = _metric_fields(compute_metrics(y, p, scheme.num_labels))
-                else:
-                    results[name] = _metric_fields(compute_metrics([], np.zeros((0, scheme.num_labels)),
-                                                                   scheme.num_labels))
-            progress.eval_s = time.time() - t_eval
-            if main:
-                append_metrics(out_dir, [{"epoch": epoch + 1, "split": name, **results[name],
-                                          "step": step, "time": round(time.time(), 3)}
-                                         for name in SPLITS])
-                progress.bar.write(f"epoch {epoch + 1}: " + "  |  ".join(
-                    f"{n} {format_metrics(results[n])}" for n in SPLITS))
-            # metrics first, then checkpoints: if we die in between, resume redoes the
-            # epoch and truncate_metrics drops its line, so the history has no holes.
-            if _better(results["validation"], (best or {}).get("validation")):
-                best = {"epoch": epoch + 1, "step": step, **results}
-                if main:
-                    save_checkpoint_atomic(unwrapped, tokenizer, rp.best,
-                                           meta=build_meta({"kind": "best", "epoch": epoch + 1,
-                                                            "step": step}))
-            save_last(epoch + 1, 0)
-            if main:
-                atomic_write_json(rp.meta, build_meta())
-            epochs_done = epoch + 1
-            if stop_requested() and epochs_done < cfg.epochs:
-                progress.status("stopped", step, epochs_done,
-                                f"stopped after epoch {epochs_done}; continue with --resume")
-                progress.bar.close()
-                return build_meta()
-    finally:
-        stop.restore()
-        progress.bar.close()
+def _load_splits(cfg, splits, scheme, tokenizer, state, old_meta):
+    """(splits, reviewbert.json "data"): given, the resumed run's own, or read from cfg.data."""
+    if splits is not None:
+        return splits, None
+    from . import data
+    if state and old_meta.get("data"):  # the very split the run started with
+        return data.splits_from_meta(old_meta, tokenizer=tokenizer), old_meta["data"]
+    if not cfg.data:
+        raise data.DataError("no data files given (--data FILE)")
+    kw = dict(seed=cfg.split_seed, fractions=cfg.fractions,
+              max_per_class=cfg.max_per_class, min_tokens=cfg.min_tokens,
+              options=data.ReadOptions(text_column=cfg.text_column,
+                                       rating_column=cfg.rating_column,
+                                       title_column=cfg.title_column,
+                                       prepend_title=cfg.prepend_title))
+    return (data.build_splits(cfg.data, scheme, tokenizer=tokenizer, **kw),
+            data.data_config(cfg.data, scheme, **kw))
 
-    progress.status("finished", step, cfg.epochs,
-                    f"best epoch {best['epoch']}: validation accuracy "
-                    f"{100 * (best['validation'].get('accuracy') or 0):.1f}%" if best else "done")
-    accelerator.wait_for_everyone()
-    return build_meta()
+
+def _encode_splits(cfg, splits, tokenizer, say) -> tuple[dict, dict]:
+    """Every split tokenized once; plus the evaluation sets (train: a fixed subset)."""
+    def encode(examples):
+        return EncodedDataset(encode_texts(tokenizer, [e.text for e in examples], cfg.max_length),
+                              [e.label for e in examples])
+
+    t0 = time.time()
+    datasets = {name: encode(getattr(splits, name)) for name in SPLITS}
+    if cfg.train_eval_max and len(datasets["train"]) > cfg.train_eval_max:
+        # a fixed subset, so the train curve compares like with like across epochs
+        pick = np.random.default_rng(cfg.seed).choice(len(datasets["train"]), cfg.train_eval_max,
+                                                      replace=False)
+        tr = datasets["train"]
+        eval_sets = {"train": EncodedDataset([tr.ids[i] for i in pick], [tr.labels[i] for i in pick])}
+    else:
+        eval_sets = {"train": datasets["train"]}
+    eval_sets.update(validation=datasets["validation"], test=datasets["test"])
+    say(f"tokenized {sum(len(d) for d in datasets.values())} reviews in {time.time() - t0:.1f}s "
+        f"(mean {np.mean(datasets['train'].lengths):.0f} tokens, max_length {cfg.max_length})")
+    return datasets, eval_sets
+
+
+def _default_hooks(run: _Run) -> list[TrainHooks]:
+    """steps.jsonl, and the tracker of ``report_to``, on the main process."""
+    if not run.main:
+        return []
+    hooks: list[TrainHooks] = [StepLog(run.out_dir)]
+    if run.cfg.report_to != "none":
+        if not run.accelerator.log_with:
+            run.say(f"warning: report_to={run.cfg.report_to} but the given Accelerator "
+                    "has no log_with: nothing is reported")
+        else:
+            # purge_step: a resumed run hides what the stopped one logged after last/
+            run.accelerator.init_trackers(
+                "tensorboard", init_kwargs={"tensorboard": {"purge_step": run.step + 1}}
+                if run.step else None)
+            hooks.append(TrackerLog(run.accelerator))
+    return hooks
+
+
+# --------------------------------------------------------- the loop's steps
+def build_meta(run: _Run, checkpoint: dict | None = None) -> dict:
+    """reviewbert.json (run folder, best/, last/ with ``checkpoint``)."""
+    scheme, cfg = run.scheme, run.cfg
+    meta = {
+        "format": META_FORMAT, "labels": scheme.num_labels, "label_names": list(scheme.names),
+        "hyperparameters": asdict(cfg), "data": run.data_cfg,
+        "split_sizes": {k: len(run.datasets[k]) for k in SPLITS},
+        "data_report": run.report.to_dict() if run.report is not None else None,
+        "best": run.best, "device": run.device_desc,
+        "created": run.old_meta.get("created") or _now_iso(),
+        "reviewbert_version": __version__,
+    }
+    if checkpoint:
+        meta["checkpoint"] = checkpoint
+    return meta
+
+
+def call_hooks(run: _Run, name: str, info: dict) -> None:
+    """Run every hook's ``name``; a truthy return asks the run to stop."""
+    for h in run.hooks:
+        if getattr(h, name)(info):
+            run.stop.event.set()
+
+
+def end_hooks(run: _Run, state: str) -> None:
+    info = {"state": state, "step": run.step}
+    for h in run.hooks:
+        if state == "failed":
+            try:  # the original error matters more than a hook's trouble closing
+                h.on_end(info)
+            except Exception as e:  # noqa: BLE001
+                print(f"warning: {type(h).__name__}.on_end failed: {e}", file=sys.stderr)
+        else:
+            h.on_end(info)
+
+
+def save_last(run: _Run, epochs_done: int, batches_done: int) -> None:
+    """last/: weights, tokenizer, AdamW moments, RNG and counters (the resume point)."""
+    call_hooks(run, "before_save", {"kind": "last", "epoch": epochs_done, "step": run.step})
+    if run.main:
+        counters = {"epochs_done": epochs_done, "batches_done": batches_done, "step": run.step,
+                    "num_processes": run.accelerator.num_processes, "best": run.best}
+        save_checkpoint_atomic(
+            run.unwrapped, run.tokenizer, run.paths.last,
+            meta=build_meta(run, {"kind": "last", "epochs_done": epochs_done, "step": run.step}),
+            write_extra=lambda d: save_training_state(d, run.optimizer, counters,
+                                                      run.accelerator.scaler))
+    run.accelerator.wait_for_everyone()
+
+
+def save_best(run: _Run, epoch: int) -> None:
+    """best/: the weights of the best epoch so far (``epoch`` 0-based)."""
+    call_hooks(run, "before_save", {"kind": "best", "epoch": epoch + 1, "step": run.step})
+    if run.main:
+        save_checkpoint_atomic(run.unwrapped, run.tokenizer, run.paths.best,
+                               meta=build_meta(run, {"kind": "best", "epoch": epoch + 1,
+                                                     "step": run.step}))
+
+
+def stop_requested(run: _Run) -> bool:
+    flag = run.stop.event.is_set()
+    if run.accelerator.num_processes == 1:
+        return flag
+    # every process must stop at the same step, or DDP would wait forever
+    t = torch.tensor([1.0 if flag else 0.0], device=run.accelerator.device)
+    return run.accelerator.reduce(t, reduction="max").item() > 0
+
+
+def set_train_mode(run: _Run) -> None:
+    run.model.train()
+    if run.cfg.freeze_encoder:  # features, not fine-tuning: no dropout inside BERT
+        run.unwrapped.base_model.eval()
+
+
+def train_epoch(run: _Run, epoch: int) -> bool:
+    """The optimizer steps of epoch ``epoch`` (0-based; after a mid-epoch resume, the
+    rest of it). Returns True if it stopped on request: last/ then holds this step."""
+    cfg, acc, progress = run.cfg, run.accelerator, run.progress
+    run.sampler.epoch = epoch  # the shuffle is a function of (seed, epoch)
+    set_train_mode(run)
+    loader = run.train_dl
+    if run.batches_done:  # resumed mid-epoch: same order, skip what was done
+        loader = acc.skip_first_batches(run.train_dl, run.batches_done)
+    progress.bar.set_description(f"epoch {epoch + 1}/{cfg.epochs}")
+    loss_sum, loss_n = torch.zeros((), device=acc.device), 0
+    t_step, c_step = time.time(), time.process_time()
+    for batch in loader:
+        f = lr_factor(run.step, cfg, run.steps_per_epoch, run.total_steps)
+        for g in run.optimizer.param_groups:
+            g["lr"] = g["base_lr"] * f
+        loss = run.model(**batch).loss
+        acc.backward(loss)
+        if cfg.max_grad_norm:
+            acc.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)
+        run.optimizer.step()
+        run.optimizer.zero_grad(set_to_none=True)
+        run.step += 1
+        run.batches_done += 1
+        loss = loss.detach()
+        loss_sum += loss
+        loss_n += 1
+        now = time.time()
+        progress.train_s += now - t_step
+        progress.train_cpu_s += time.process_time() - c_step
+        progress.bar.update(1)
+        if loss_n % 10 == 0:
+            progress.bar.set_postfix(loss=f"{loss_sum.item() / loss_n:.3f}", refresh=False)
+        progress.status("running", run.step, epoch, f"training epoch {epoch + 1}", force=False)
+        call_hooks(run, "after_step", {
+            "epoch": epoch + 1, "step": run.step, "batch": run.batches_done,
+            "steps_per_epoch": run.steps_per_epoch, "total_steps": run.total_steps,
+            "loss": loss, "lr": cfg.lr_bert * f, "time": now})
+        if stop_requested(run):
+            save_last(run, epoch, run.batches_done)
+            progress.status("stopped", run.step, epoch,
+                            f"stopped at step {run.step}; continue with --resume")
+            run.say(f"stopped at step {run.step}; saved {run.paths.last}")
+            return True
+        if cfg.save_every_steps and run.step % cfg.save_every_steps == 0 \
+                and run.batches_done < run.steps_per_epoch:
+            save_last(run, epoch, run.batches_done)
+        t_step, c_step = time.time(), time.process_time()
+    run.batches_done = 0
+    return False
+
+
+def evaluate_epoch(run: _Run, epoch: int) -> dict:
+    """{split: metrics} on the train subset, validation and test."""
+    run.progress.status("running", run.step, epoch, f"evaluating epoch {epoch + 1}")
+    t_eval = time.time()
+    k = run.scheme.num_labels
+    results = {}
+    for name in SPLITS:
+        if name in run.eval_dls:
+            y, p = predict_probs(run.unwrapped, run.eval_dls[name], run.accelerator)
+            results[name] = _metric_fields(compute_metrics(y, p, k))
+        else:
+            results[name] = _metric_fields(compute_metrics([], np.zeros((0, k)), k))
+    run.progress.eval_s = time.time() - t_eval
+    return results
+
+
+def record_epoch(run: _Run, epoch: int, results: dict) -> None:
+    """metrics.jsonl, then best/ (if better), last/ and reviewbert.json; then the hooks."""
+    if run.main:
+        append_metrics(run.out_dir, [{"epoch": epoch + 1, "split": name, **results[name],
+                                      "step": run.step, "time": round(time.time(), 3)}
+                                     for name in SPLITS])
+        run.progress.bar.write(f"epoch {epoch + 1}: " + "  |  ".join(
+            f"{n} {format_metrics(results[n])}" for n in SPLITS))
+    # metrics first, then checkpoints: if we die in between, resume redoes the
+    # epoch and truncate_metrics drops its line, so the history has no holes.
+    is_best = _better(results["validation"], (run.best or {}).get("validation"))
+    if is_best:
+        run.best = {"epoch": epoch + 1, "step": run.step, **results}
+        save_best(run, epoch)
+    save_last(run, epoch + 1, 0)
+    if run.main:
+        atomic_write_json(run.paths.meta, build_meta(run))
+    run.epochs_done = epoch + 1
+    # the rate of the epoch's last step
+    f = lr_factor(max(run.step - 1, 0), run.cfg, run.steps_per_epoch, run.total_steps)
+    call_hooks(run, "after_epoch", {"epoch": epoch + 1, "epochs": run.cfg.epochs,
+                                    "step": run.step, "lr": run.cfg.lr_bert * f,
+                                    "time": time.time(), **results, "best": run.best,
+                                    "is_best": is_best})

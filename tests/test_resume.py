@@ -1,4 +1,4 @@
-"""Stopping and resuming: SIGKILL mid-epoch, SIGINT via runs.stop_run, metric history."""
+"""Stopping and resuming: SIGKILL mid-epoch, SIGINT via runs.stop_run, metric and step history."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from safetensors.torch import load_file
 
 from reviewbert.model import load_checkpoint
 from reviewbert.runs import (append_metrics, launch_training, read_metrics, read_status,
-                             stop_run, truncate_metrics)
+                             read_steps, stop_run, truncate_metrics)
 from toyreviews import ROOT, cli, quiet_env, write_toy_csv
 
 
@@ -73,6 +73,12 @@ def test_sigkill_mid_epoch_then_resume_continues_exactly(tmp_path, toy, tiny_mod
     with open(run / "metrics.jsonl", "a") as f:
         f.write(json.dumps({"epoch": 2, "split": "train", "loss": 1, "accuracy": 0.5}) + "\n")
         f.write('{"epoch": 2, "split": "valid')  # torn line
+    # steps.jsonl is flushed before every save, so it reaches last/'s step (and maybe
+    # beyond it: those steps are redone, so resume must drop them)
+    assert read_steps(run)[-1]["step"] >= killed_at["step"]
+    with open(run / "steps.jsonl", "a") as f:
+        f.write(json.dumps({"epoch": 2, "step": killed_at["step"] + 1, "loss": 9.0}) + "\n")
+        f.write('{"epoch": 2, "st')  # torn line
 
     res = cli("train", "--out", run, "--resume", timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
@@ -97,6 +103,12 @@ def test_sigkill_mid_epoch_then_resume_continues_exactly(tmp_path, toy, tiny_mod
     for r, q in zip(rows, ref_rows):
         assert r["accuracy"] == pytest.approx(q["accuracy"]) and \
             r["loss"] == pytest.approx(q["loss"], rel=1e-4)
+    # one line per step, no repeats, and each step's loss as if it had never stopped
+    steps, ref_steps = read_steps(run), read_steps(ref)
+    assert [r["step"] for r in steps] == [r["step"] for r in ref_steps] == list(range(1, 177))
+    assert [r["epoch"] for r in steps] == [1] * 88 + [2] * 88
+    assert [r["loss"] for r in steps] == pytest.approx([r["loss"] for r in ref_steps], rel=1e-4)
+    assert len((run / "steps.jsonl").read_text().splitlines()) == 176
 
 
 @pytest.mark.slow
@@ -119,6 +131,7 @@ def test_sigint_stops_gracefully_and_resume_finishes(tmp_path, toy, tiny_model_d
     assert "SIGINT" in log and "Traceback" not in log
     state = saved_state(run)
     assert state["step"] == st["step"]  # last/ holds the very step it stopped at
+    assert [r["step"] for r in read_steps(run)] == list(range(1, st["step"] + 1))
     model, tok, info = load_checkpoint(run / "last")  # loadable, with tokenizer
     assert info.meta["checkpoint"]["step"] == st["step"]
     assert not stop_run(run)  # nothing left to stop
@@ -127,6 +140,7 @@ def test_sigint_stops_gracefully_and_resume_finishes(tmp_path, toy, tiny_model_d
     assert res.returncode == 0, res.stderr[-3000:]
     assert [(r["epoch"], r["split"]) for r in read_metrics(run)] == expected_rows(2)
     assert read_status(run)["state"] == "finished"
+    assert [r["step"] for r in read_steps(run)] == list(range(1, 177))
 
 
 def test_truncate_metrics_drops_unfinished_epochs_torn_lines_and_repeats(tmp_path):

@@ -2,17 +2,20 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 
 from reviewbert.model import CheckpointError, list_checkpoints, load_checkpoint
-from reviewbert.runs import read_metrics, read_status
+from reviewbert.runs import read_metrics, read_status, read_steps
 from reviewbert.train import (STATE_JSON, STATE_TENSORS, LengthGroupedSampler, TrainConfig,
-                              layer_depth, load_training_state, lr_factor, param_groups,
-                              restore_optimizer, save_training_state, train)
-from toyreviews import write_toy_csv
+                              TrainHooks, layer_depth, load_training_state, lr_factor,
+                              param_groups, restore_optimizer, save_training_state, train)
+from toyreviews import ROOT, write_toy_csv
 
 
 @pytest.fixture(autouse=True)
@@ -217,3 +220,89 @@ def test_crash_mid_save_keeps_previous_last_loadable(tmp_path, tiny_model_dir, t
     assert read_status(run)["state"] == "failed" and "disk full" in read_status(run)["message"]
     # no half-written folder is offered as a checkpoint
     assert {c.path.name for c in list_checkpoints(tmp_path)} == {"best", "last"}
+
+
+class Recorder(TrainHooks):
+    def __init__(self, stop_after_epoch=None):
+        self.stop_after, self.steps, self.epochs, self.saves, self.ends = \
+            stop_after_epoch, [], [], [], []
+
+    def after_step(self, info):
+        self.steps.append((info["epoch"], info["step"], float(info["loss"]), info["lr"]))
+
+    def after_epoch(self, info):
+        self.epochs.append(info)
+        return info["epoch"] == self.stop_after  # e.g. a search pruning a bad trial
+
+    def before_save(self, info):
+        self.saves.append(info["kind"])
+
+    def on_end(self, info):
+        self.ends.append(info["state"])
+
+
+def test_hooks_see_every_step_and_epoch_and_can_stop_the_run(tmp_path, tiny_model_dir,
+                                                             toy_csv):
+    run = tmp_path / "hooked"
+    cfg = tiny_cfg(tiny_model_dir, toy_csv, epochs=3, max_per_class=20, lr_decay=0.5,
+                   lr_step_epochs=1)  # 70 train reviews: 9 steps per epoch
+    first = Recorder(stop_after_epoch=1)
+    train(cfg, run, hooks=[first], log=lambda *a: None)
+    st = read_status(run)
+    assert st["state"] == "stopped" and "--resume" in st["message"] and st["step"] == 9
+    assert [s[1] for s in first.steps] == list(range(1, 10))
+    assert first.saves == ["best", "last"] and first.ends == ["stopped"]
+    e = first.epochs[0]
+    assert (e["epoch"], e["step"], e["is_best"]) == (1, 9, True)
+    assert e["validation"]["n"] == 10 and 0 <= e["test"]["accuracy"] <= 1
+    # steps.jsonl (the default hook) holds the very losses the hooks saw
+    assert [(r["epoch"], r["step"], r["lr"]) for r in read_steps(run)] == \
+        [(ep, s, lr) for ep, s, _, lr in first.steps]
+    assert [r["loss"] for r in read_steps(run)] == pytest.approx([s[2] for s in first.steps])
+
+    rest = Recorder()
+    train(cfg, run, resume=True, hooks=[rest], log=lambda *a: None)
+    assert read_status(run)["state"] == "finished" and rest.ends == ["finished"]
+    assert [s[1] for s in rest.steps] == list(range(10, 28))
+    assert [s[3] for s in rest.steps if s[0] == 2] == pytest.approx([0.5e-3] * 9)  # StepLR
+    assert [r["step"] for r in read_steps(run)] == list(range(1, 28))
+
+
+def test_report_to_tensorboard_writes_events(tmp_path, tiny_model_dir, toy_csv):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    run = tmp_path / "tb"
+    train(tiny_cfg(tiny_model_dir, toy_csv, epochs=1, max_per_class=20, report_to="tensorboard"),
+          run, log=lambda *a: None)
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    events = EventAccumulator(str(run / "tensorboard"))
+    events.Reload()
+    assert {"train/step_loss", "train/lr", "validation/accuracy", "test/loss"} <= \
+        set(events.Tags()["scalars"])
+    assert [e.step for e in events.Scalars("train/step_loss")] == list(range(1, 10))
+    assert [e.step for e in events.Scalars("validation/accuracy")] == [9]
+
+
+def test_launched_cpu_training_leaves_room_for_the_app():
+    """runs.launch's children: nice +10 on every thread (also those started before),
+    one core fewer for torch and the tokenizers."""
+    code = """if True:
+        import os, threading, time, torch
+        from types import SimpleNamespace
+        from reviewbert.train import _set_threads
+        early = threading.Thread(target=time.sleep, args=(3,), daemon=True)
+        early.start()
+        _set_threads(SimpleNamespace(device=torch.device("cpu"), num_processes=1))
+        print(os.nice(0), os.getpriority(os.PRIO_PROCESS, early.native_id),
+              torch.get_num_threads(), os.environ["RAYON_NUM_THREADS"])
+    """
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "REVIEWBERT_TRAIN_NICE", "REVIEWBERT_TRAIN_THREADS",
+                        "RAYON_NUM_THREADS")}
+    env["REVIEWBERT_LAUNCHED"] = "1"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    cores = len(os.sched_getaffinity(0))
+    nice = min(19, os.nice(0) + 10)
+    assert out.stdout.split() == [str(nice), str(nice), str(max(1, cores - 1)),
+                                  str(max(1, cores - 1))]
