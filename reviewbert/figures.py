@@ -193,3 +193,57 @@ def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=(255, 17
     body = "".join(out).replace("\n", "<br>")
     return (f'<div class="rb-highlight" style="line-height:1.9; font-size:1.02rem; '
             f'white-space:normal; overflow-wrap:anywhere">{body}</div>')
+
+
+# ------------------------------------------------------------------ training curves
+SPLIT_COLORS = {"train": "#2d6cdf", "validation": "#e8871e", "test": "#2a9d5c"}
+RUN_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+METRIC_AXES = {"loss": "cross-entropy", "auc": "macro AUC-ROC", "accuracy": "% correct",
+               "relaxed_accuracy": "relaxed % correct (±1 star)"}
+
+
+def metric_curves(curves, metric: str, title: str | None = None, height: int = 300) -> go.Figure:
+    """One metric over epochs: a line per split (colour) and per run (dash), as the seed's fig. 11.
+
+    ``curves`` is experiments.curves()'s long table (run, epoch, split, metric, value).
+    """
+    df = curves[curves["metric"] == metric] if len(curves) else curves
+    fig = go.Figure()
+    runs = list(dict.fromkeys(df["run"])) if len(df) else []
+    for r_i, run in enumerate(runs):
+        for split, color in SPLIT_COLORS.items():
+            part = df[(df["run"] == run) & (df["split"] == split)].sort_values("epoch")
+            if part.empty:
+                continue
+            name = split if len(runs) == 1 else f"{run} · {split}"
+            fig.add_trace(go.Scatter(
+                x=part["epoch"], y=part["value"], mode="lines+markers", name=name,
+                line=dict(color=color, dash=RUN_DASHES[r_i % len(RUN_DASHES)]),
+                hovertemplate=f"{name}<br>epoch %{{x}}: %{{y:.3f}}<extra></extra>"))
+    fig.update_layout(title=title or METRIC_AXES.get(metric, metric), height=height,
+                      margin=dict(l=50, r=10, t=40, b=40), legend=dict(orientation="h", y=-0.25),
+                      xaxis=dict(title="epoch", tickformat="d", rangemode="tozero"),
+                      yaxis=dict(title=METRIC_AXES.get(metric, metric)))
+    if not runs:
+        fig.add_annotation(text="no finished epoch yet", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+    return fig
+
+
+def step_loss(steps, height: int = 260) -> go.Figure:
+    """Training loss per optimizer step (faint) and its moving average (experiments.smoothed_steps)."""
+    fig = go.Figure()
+    if len(steps):
+        fig.add_trace(go.Scatter(x=steps["step"], y=steps["loss"], mode="lines", name="loss",
+                                 line=dict(color="rgba(45,108,223,0.25)", width=1),
+                                 hovertemplate="step %{x}: %{y:.3f}<extra></extra>"))
+        fig.add_trace(go.Scatter(x=steps["step"], y=steps["smoothed"], mode="lines",
+                                 name="moving average", line=dict(color="#2d6cdf", width=2),
+                                 hovertemplate="step %{x}: %{y:.3f} (smoothed)<extra></extra>"))
+    else:
+        fig.add_annotation(text="no step logged yet", showarrow=False, x=0.5, y=0.5,
+                           xref="paper", yref="paper")
+    fig.update_layout(title="training loss per step", height=height,
+                      margin=dict(l=50, r=10, t=40, b=40), legend=dict(orientation="h", y=-0.3),
+                      xaxis=dict(title="step"), yaxis=dict(title="cross-entropy"))
+    return fig

@@ -1,0 +1,97 @@
+"""Runs side by side: the seed report's Table 1 for every run, and curves to overlay.
+
+Everything is read from run folders (reviewbert.json, status.json,
+metrics.jsonl, and a search trial's trial.json), so a run trained by the CLI,
+by the page, or by a search worker on another machine shows up the same way.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from . import runs as R
+
+METRICS = (("loss", "Cross-entropy"), ("auc", "AUC-ROC"), ("accuracy", "% correct"),
+           ("relaxed_accuracy", "Relaxed % correct"))
+PERCENT = {"accuracy", "relaxed_accuracy"}
+
+
+def _trial(run_dir: Path) -> dict:
+    try:
+        return json.loads((Path(run_dir) / "trial.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def _wall_seconds(status: dict) -> float | None:
+    """From the process start to its last word (now, while it runs), less any queue wait."""
+    start = status.get("started")
+    end = time.time() if status.get("state") == "running" else status.get("updated")
+    if not start or not end or status.get("state") == "queued":
+        return None
+    return max(0.0, end - start - (status.get("wait_seconds") or 0.0))
+
+
+def run_row(run: dict) -> dict:
+    """One row of the runs table from a ``runs.list_runs`` item."""
+    meta, status = run.get("meta") or {}, run.get("status") or {}
+    hp = meta.get("hyperparameters") or {}
+    best = meta.get("best") or {}
+    trial = _trial(run["path"])
+    metrics = R.read_metrics(run["path"])
+    epochs_done = max((m["epoch"] for m in metrics if isinstance(m.get("epoch"), int)), default=0)
+    row = {
+        "run": run["name"],
+        "state": status.get("state", "?") if trial.get("state") != "pruned" else "pruned",
+        "labels": meta.get("labels") or hp.get("labels"),
+        "LR classifier": hp.get("lr_classifier"), "LR BERT": hp.get("lr_bert"),
+        "LR decay": hp.get("lr_decay"), "weight decay": hp.get("weight_decay"),
+    }
+    for key, title in METRICS:
+        scale = 100.0 if key in PERCENT else 1.0
+        for split, short in (("test", "test"), ("validation", "val")):
+            v = (best.get(split) or {}).get(key)
+            row[f"{title} {short}"] = None if v is None else round(v * scale, 3 if scale == 1 else 1)
+    row.update({
+        "best epoch": best.get("epoch"),
+        "epochs": f"{epochs_done}/{hp.get('epochs', '?')}",
+        "wall time (min)": None if (w := _wall_seconds(status)) is None else round(w / 60, 1),
+        "base model": hp.get("base_model"),
+        "data": ", ".join(f.get("name", "?") for f in ((meta.get("data") or {}).get("files") or []))
+                or ", ".join(Path(p).name for p in hp.get("data") or []),
+        "trial": trial.get("number"),
+        "path": str(run["path"]),
+    })
+    return row
+
+
+def runs_table(run_list: list[dict]) -> pd.DataFrame:
+    """The seed's Table 1 (test | validation at the best epoch) plus state and provenance."""
+    return pd.DataFrame([run_row(r) for r in run_list])
+
+
+def curves(run_dirs: list, names: list[str] | None = None) -> pd.DataFrame:
+    """Long table of per-epoch metrics: run, epoch, split, metric, value (percent for rates)."""
+    rows = []
+    for i, d in enumerate(run_dirs):
+        name = names[i] if names else Path(d).name
+        for m in R.read_metrics(d):
+            for key, _ in METRICS:
+                v = m.get(key)
+                if v is not None and isinstance(m.get("epoch"), int):
+                    rows.append({"run": name, "epoch": m["epoch"], "split": m.get("split"),
+                                 "metric": key, "value": v * 100 if key in PERCENT else v})
+    return pd.DataFrame(rows, columns=["run", "epoch", "split", "metric", "value"])
+
+
+def smoothed_steps(steps: list[dict], window: int = 20) -> pd.DataFrame:
+    """Per-step loss of a run with a trailing moving average (what the loss chart draws)."""
+    df = pd.DataFrame(steps, columns=["step", "epoch", "loss", "lr", "time"])
+    if df.empty:
+        return df.assign(smoothed=[])
+    df = df.sort_values("step")
+    df["smoothed"] = df["loss"].rolling(window, min_periods=1).mean()
+    return df

@@ -1,0 +1,149 @@
+"""The Train page, driven with Streamlit's AppTest (no browser)."""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from reviewbert import runs as R
+from reviewbert.ui import state as S
+from toyreviews import write_toy_csv
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+@pytest.fixture
+def env(monkeypatch, tmp_path, tiny_model_dir):
+    data = tmp_path / "data"
+    write_toy_csv(data / "toy.csv", n=150)
+    for name, var in (("ckpts", "REVIEWBERT_CHECKPOINTS"), ("data", "REVIEWBERT_DATA_DIR"),
+                      ("uploads", "REVIEWBERT_UPLOADS_DIR"), ("ckpts/.queue", "REVIEWBERT_QUEUE_DIR")):
+        (tmp_path / name).mkdir(parents=True, exist_ok=True)
+        monkeypatch.setenv(var, str(tmp_path / name))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    return tmp_path
+
+
+def train_page(view: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    at.switch_page(S.TRAIN_PAGE)
+    at.run()
+    assert not at.exception, at.exception
+    if view:
+        at.radio(key=S.TRAIN_VIEW).set_value(view).run()
+        assert not at.exception, at.exception
+    return at
+
+
+def messages(at) -> str:
+    parts = [e.value for kind in (at.error, at.warning, at.info, at.success) for e in kind]
+    parts += [m.value for m in at.markdown] + [c.value for c in at.caption]
+    return "\n".join(str(p) for p in parts)
+
+
+def fill(at, tiny, epochs=1):
+    at.multiselect(key=S.TRAIN_FILES).set_value([str(Path(at.multiselect(key=S.TRAIN_FILES).options[0]))])
+    at.text_input(key=S.CONFIG_FIELD + "base_model").input(str(tiny))
+    at.number_input(key=S.CONFIG_FIELD + "epochs").set_value(epochs)
+    at.number_input(key=S.CONFIG_FIELD + "max_length").set_value(32)
+    at.number_input(key=S.CONFIG_FIELD + "max_per_class").set_value(20)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_no_checkpoint_still_opens_the_train_page(env):
+    at = train_page()
+    assert at.title[0].value == "Train a model"
+    assert "No run yet" in messages(at)
+
+
+def test_form_validation_is_shown_next_to_the_field_before_launch(env, tiny_model_dir):
+    at = fill(train_page("New run"), tiny_model_dir)
+    assert not at.button(key="launch_btn").disabled
+    at.number_input(key=S.CONFIG_FIELD + "lr_bert").set_value(-1e-3)
+    at.number_input(key=S.CONFIG_FIELD + "epochs").set_value(0)
+    at.run()
+    errs = [e.value for e in at.error]
+    assert any("lr_bert" in e for e in errs), errs
+    assert any("epochs" in e for e in errs), errs
+    assert at.button(key="launch_btn").disabled
+    at.multiselect(key=S.TRAIN_FILES).set_value([])
+    at.number_input(key=S.CONFIG_FIELD + "lr_bert").set_value(5e-5)
+    at.number_input(key=S.CONFIG_FIELD + "epochs").set_value(1)
+    at.run()
+    assert "Choose a data file" in messages(at)
+    assert at.button(key="launch_btn").disabled
+
+
+def test_the_data_report_appears_with_balanced_splits(env, tiny_model_dir):
+    at = fill(train_page("New run"), tiny_model_dir)
+    assert "Rows read" in [m.label for m in at.metric]
+    report = "\n".join(c.value for c in at.code)
+    assert "Balanced splits (5 labels, 20 per class in all)" in report
+    at.selectbox(key=S.CONFIG_FIELD + "labels").set_value(3).run()
+    assert "Balanced splits (3 labels" in "\n".join(c.value for c in at.code)
+
+
+@pytest.mark.parametrize("name,content,why", [
+    ("cols.csv", b"id,colour\n1,red\n", "cannot tell which column"),
+    ("junk.csv", bytes(range(256)) * 20, "binary"),
+    ("empty.csv", b"", "empty"),
+])
+def test_a_bad_upload_gets_a_clear_message(env, name, content, why):
+    at = train_page("New run")
+    at.file_uploader(key=S.TRAIN_UPLOAD).upload(name, content, "text/csv").run()
+    assert not at.exception, at.exception
+    assert any(why in e.value and name in e.value for e in at.error), [e.value for e in at.error]
+    assert not any((env / "uploads").iterdir())
+
+
+def test_a_good_upload_is_selected_and_previewed(env):
+    at = train_page("New run")
+    at.file_uploader(key=S.TRAIN_UPLOAD).upload(
+        "../my reviews.csv", b"Rating,Reviews\n5,Great phone\n1,Awful phone\n", "text/csv").run()
+    assert not at.exception, at.exception
+    assert (env / "uploads" / "my_reviews.csv").exists()
+    assert at.multiselect(key=S.TRAIN_FILES).value == [str(env / "uploads" / "my_reviews.csv")]
+    assert "Text column **Reviews**, rating column **Rating**" in messages(at)
+
+
+@pytest.mark.slow
+def test_launch_writes_a_run_that_the_table_lists_and_delete_asks_first(env, tiny_model_dir):
+    at = fill(train_page("New run"), tiny_model_dir, epochs=50)
+    at.text_input(key=S.TRAIN_RUN_NAME).input("page-run")
+    at.button(key="launch_btn").click().run()
+    assert not at.exception, at.exception
+    run = env / "ckpts" / "page-run"
+    try:
+        cfg = json.loads((run / "train_config.json").read_text())
+        assert cfg["epochs"] == 50 and cfg["max_length"] == 32 and cfg["data"]
+        assert at.radio(key=S.TRAIN_VIEW).value == "Runs"          # switched to the live view
+        deadline = time.time() + 60
+        while (R.read_status(run) or {}).get("state") not in ("queued", "running"):
+            assert time.time() < deadline, R.read_status(run)
+            time.sleep(0.2)
+        at.run()
+        assert "page-run" in "\n".join(str(v) for v in at.dataframe[0].value["run"])
+        assert not any(b.key == "delete_btn" for b in at.button)     # never while running
+        assert R.stop_run(run) or R.cancel_run(run)
+        deadline = time.time() + 60
+        while (R.read_status(run) or {}).get("state") in ("queued", "running"):
+            assert time.time() < deadline
+            time.sleep(0.2)
+        at.run()
+        at.button(key="delete_btn").click().run()
+        assert "cannot be undone" in messages(at) and run.exists()   # asks, deletes nothing yet
+        at.button(key="delete_yes").click().run()
+        assert not at.exception, at.exception
+        assert not run.exists()
+    finally:
+        if run.exists() and (R.read_status(run) or {}).get("state") in ("queued", "running"):
+            R.stop_run(run)
+            time.sleep(2)
+            shutil.rmtree(run, ignore_errors=True)
