@@ -147,3 +147,50 @@ def test_launch_writes_a_run_that_the_table_lists_and_delete_asks_first(env, tin
             R.stop_run(run)
             time.sleep(2)
             shutil.rmtree(run, ignore_errors=True)
+
+
+def test_search_form_builds_the_spec_the_cli_would():
+    from reviewbert.train import ConfigError, TrainConfig
+    from reviewbert.ui.search_form import spec_from_form
+    import dataclasses
+    base = dataclasses.asdict(TrainConfig(data=[__file__]))
+    spec = spec_from_form(base, [{"hyperparameter": "lr_bert", "values": "1e-5, 5e-5"},
+                                 {"hyperparameter": "labels", "values": "5,3"}],
+                          "grid", None, "accuracy", True, "")
+    assert spec.grid == {"lr_bert": [1e-5, 5e-5], "labels": [5, 3]} and spec.size == 4
+    assert "lr_bert" not in spec.base and spec.prune
+    assert "--grid" in spec.to_args() and "--prune" in spec.to_args()
+    tpe = spec_from_form(base, [{"hyperparameter": "lr_bert", "values": "1e-6:1e-4:log"}],
+                         "tpe", 6, "loss", False, "")
+    assert tpe.ranges == {"lr_bert": {"low": 1e-6, "high": 1e-4, "log": True}}
+    assert tpe.size == 6 and tpe.direction == "minimize"
+    with pytest.raises(ConfigError, match="tpe"):
+        spec_from_form(base, [{"hyperparameter": "lr_bert", "values": "1e-6:1e-4"}],
+                       "grid", None, "accuracy", False, "")
+    with pytest.raises(ConfigError):
+        spec_from_form(base, [{"hyperparameter": "epochs", "values": "one,two"}],
+                       "grid", None, "accuracy", False, "")
+
+
+@pytest.mark.slow
+def test_a_search_launched_from_the_page_queues_and_shows_progress(env, tiny_model_dir):
+    at = fill(train_page("Search"), tiny_model_dir)
+    assert "4 trial(s)" in messages(at)                       # the default 2 x 2 grid
+    at.text_input(key=S.SEARCH_FIELD + "name").input("page-search")
+    at.button(key="search_btn").click().run()
+    assert not at.exception, at.exception
+    folder = env / "ckpts" / "page-search"
+    try:
+        deadline = time.time() + 60
+        while not (folder / "search.json").exists():
+            assert time.time() < deadline, (R.read_status(folder), R.read_log_tail(folder))
+            time.sleep(0.3)
+        at.run()
+        assert "page-search" in messages(at) and "left of 4" in "\n".join(
+            p.text or "" for p in at.get("progress")) or "left of 4" in messages(at)
+    finally:
+        R.stop_run(folder)
+        deadline = time.time() + 60
+        while (R.read_status(folder) or {}).get("state") in ("queued", "running") \
+                and time.time() < deadline:
+            time.sleep(0.3)
