@@ -9,7 +9,12 @@ and jQuery are registered as named RequireJS modules, so bertviz's
 ``requirejs(['jquery','d3'], …)`` finds them without a request.
 
 The head view draws one SVG line per head per token pair (H × T² lines), so it
-shows at most :data:`MAX_TOKENS` tokens; the heatmaps show all of them.
+shows at most :data:`MAX_TOKENS` tokens: [CLS], a window of ``MAX_TOKENS - 2``
+consecutive tokens, and the final [SEP]. The window starts anywhere in the review
+(:func:`head_view_tokens`' ``start``), so every part of a long review can be drawn.
+The weights drawn are the model's own, taken from the full matrix: a token's
+attention to tokens outside the window is simply not drawn (rows are not
+renormalised).
 """
 from __future__ import annotations
 
@@ -68,12 +73,20 @@ def vendored_js() -> str:
     return "\n".join(parts)
 
 
-def head_view_tokens(pred, max_tokens: int = MAX_TOKENS) -> list[int]:
-    """Token positions shown: all, or the first ``max_tokens - 1`` plus the final [SEP]."""
+def last_window_start(n_tokens: int, max_tokens: int = MAX_TOKENS) -> int:
+    """The largest window start: the window then ends just before the final [SEP]."""
+    return max(1, n_tokens - 1 - (max_tokens - 2))
+
+
+def head_view_tokens(pred, max_tokens: int = MAX_TOKENS, start: int | None = None) -> list[int]:
+    """Token positions shown: all of them, or [CLS] + ``max_tokens - 2`` tokens from
+    ``start`` (1 = right after [CLS], the default; clamped) + the final [SEP]."""
     n = len(pred.tokens)
     if n <= max_tokens:
         return list(range(n))
-    return list(range(max_tokens - 1)) + [n - 1]
+    width = max_tokens - 2
+    s = min(max(1, int(start or 1)), last_window_start(n, max_tokens))
+    return [0] + list(range(s, s + width)) + [n - 1]
 
 
 def _bertviz_js() -> str:
@@ -88,17 +101,19 @@ def _json_for_script(obj) -> str:
 
 
 def head_view_html(pred, layer: int = 0, heads: list[int] | None = None,
-                   max_tokens: int = MAX_TOKENS, min_weight: float = MIN_LINE_WEIGHT) -> str:
+                   max_tokens: int = MAX_TOKENS, min_weight: float = MIN_LINE_WEIGHT,
+                   start: int | None = None) -> str:
     """A standalone HTML document with bertviz's head view of ``pred``'s attentions.
 
     Same page as ``bertviz.head_view(..., html_action="return")`` builds (its
     ``head_view.js`` and its params), with two changes: the libraries are inlined,
     and the weights travel as integers in thousandths (decoded in the page), which
-    keeps a 48-token, 6x12 view under 1 MB and quick to build.
+    keeps a 48-token, 6x12 view under 1 MB and quick to build. ``start``: see
+    :func:`head_view_tokens`.
     """
     from bertviz.util import format_special_chars
 
-    keep = head_view_tokens(pred, max_tokens)
+    keep = head_view_tokens(pred, max_tokens, start)
     att = pred.attentions[:, :, keep][:, :, :, keep]
     milli = np.rint(att * 1000).astype(np.int32)
     tokens = format_special_chars([pred.tokens[i] for i in keep])

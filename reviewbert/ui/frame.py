@@ -22,6 +22,7 @@ def pages() -> list:
     return [
         st.Page(S.PREDICT_PAGE, title="Predict", icon="⭐", default=True),
         st.Page(S.TRAIN_PAGE, title="Train", icon="🏋️"),
+        st.Page(S.INSIDE_PAGE, title="Inside BERT", icon="🔍"),
     ]
 
 

@@ -11,8 +11,9 @@ import streamlit as st
 
 from .. import attention as A
 from .. import figures as F
-from ..headview import MAX_TOKENS as HV_MAX, head_view_height, head_view_html
+from ..headview import MAX_TOKENS as HV_MAX, head_view_height, head_view_html, last_window_start
 from ..inference import Prediction
+from . import state as S
 
 HEATMAP_WRAP = 48  # columns per row of the [CLS] heatmap: a 256-token review wraps into 6 rows
 
@@ -83,18 +84,40 @@ def heads_view(pred: Prediction, c: dict):
     st.plotly_chart(F.head_bars(view, c["layer"], head), key="head_bars")
 
 
-def bertviz_view(pred: Prediction, c: dict):
+def bertviz_view(pred: Prediction, c: dict, key: str = S.HV_WINDOW):
+    """bertviz's head view of layer ``c["layer"]`` (head ``c["head"]``, or all heads).
+
+    A review longer than the head view's :data:`HV_MAX` tokens gets a slider that
+    moves the drawn window along it; [CLS] and [SEP] are always drawn. ``key`` is
+    the slider's session-state key (one per page).
+    """
     st.subheader("Head view (bertviz): token → token")
     st.caption("Lines join each token (left) to the tokens it attends to (right); hover a "
                "token to isolate its lines, click the coloured squares to toggle heads, "
                "double-click one to show it alone. Works offline.")
-    if len(pred.tokens) > HV_MAX:
-        st.info(f"The head view draws one line per token pair per head, so it shows the "
-                f"first {HV_MAX - 1} tokens and the final [SEP] of {len(pred.tokens)}. "
-                "The heatmaps above show all of them.")
     heads = None if c["head"] is None else [c["head"]]
-    html = head_view_html(pred, layer=c["layer"], heads=heads)
-    st.iframe(html, height=head_view_height(pred))
+
+    # A fragment: moving the window reruns (and redraws) the head view alone, not the page.
+    @st.fragment
+    def window():
+        n = len(pred.tokens)
+        start = None
+        if n > HV_MAX:
+            last = last_window_start(n)
+            if st.session_state.get(key, 1) > last:     # a shorter review than the last one
+                st.session_state[key] = last
+            width = HV_MAX - 2
+            start = st.slider(
+                "Head view window: first token drawn", 1, last, key=key,
+                help=f"The head view draws one line per token pair per head, so it shows "
+                     f"{width} tokens at a time (plus [CLS] and [SEP]). Slide to move along "
+                     "the review; the heatmaps show every token at once.")
+            st.caption(f"Showing [CLS], tokens {start}–{start + width - 1} of {n - 2} and [SEP]. "
+                       "The weights are the model's own: attention to tokens outside the "
+                       "window is not drawn, and the rows are not renormalised.")
+        html = head_view_html(pred, layer=c["layer"], heads=heads, start=start)
+        st.iframe(html, height=head_view_height(pred))
+    window()
 
 
 def highlight_view(pred: Prediction, c: dict):
@@ -118,7 +141,7 @@ def downloads(pred: Prediction, fig):
     c1, c2, c3, c4 = st.columns(4)
     key = f"{hash(pred.text)}-{fig.layout.title.text}"
     with c1:
-        png = st.session_state.get("png")
+        png = st.session_state.get(S.PNG)
         if png and png[0] == key:
             st.download_button("Heatmap PNG", png[1], "cls_attention.png", "image/png",
                                key="dl_png", on_click="ignore")
@@ -126,7 +149,7 @@ def downloads(pred: Prediction, fig):
                        help="Rendered with kaleido in a headless Chromium (a few seconds)"):
             try:
                 with st.spinner("Rendering PNG…"):
-                    st.session_state["png"] = (key, _png_bytes(fig))
+                    st.session_state[S.PNG] = (key, _png_bytes(fig))
                 st.rerun()
             except Exception as e:  # noqa: BLE001 - any kaleido/Chrome failure: say so
                 st.warning(f"PNG export is not available here ({type(e).__name__}: {e}). "
