@@ -55,7 +55,8 @@ def search_section(root: Path) -> None:
     st.subheader("2 · Fixed for every trial")
     st.caption("Epochs is the cap per trial; with pruning, trials behind the median stop early.")
     values, errors = CF.config_form(paths, extra)
-    st.subheader("3 · What to search")
+    T.data_report(values)
+    st.subheader("4 · What to search")
     rows = st.data_editor(
         pd.DataFrame(DEFAULT_ROWS), num_rows="dynamic", hide_index=True, key=S.SEARCH_FIELD + "rows",
         column_config={
