@@ -177,6 +177,11 @@ def launch_section(root: Path) -> None:
 
 
 # ---------------------------------------------------------------------- live view
+def _runs(root: Path) -> list[dict]:
+    """Training runs and search trials; a search folder itself is shown in the Search view."""
+    return [r for r in R.list_runs(root, include_trials=True) if r.get("kind") != "search"]
+
+
 def _progress(status: dict) -> None:
     state = status.get("state", "?")
     total, step = status.get("total_steps") or 0, status.get("step") or 0
@@ -241,7 +246,7 @@ def _controls(run_dir: Path, status: dict) -> None:
 
 
 def _live(root: Path) -> None:
-    runs = R.list_runs(root, include_trials=True)
+    runs = _runs(root)
     if not runs:
         st.info("No run yet: start one under **New run**.")
         return
@@ -283,14 +288,14 @@ def live_view(root: Path) -> None:
     Only this fragment reruns every REFRESH_SECONDS, and only while some run is
     queued or running: the rest of the page is not redrawn.
     """
-    active = any((r["status"].get("state") in ACTIVE) for r in R.list_runs(root, include_trials=True))
+    active = any((r["status"].get("state") in ACTIVE) for r in _runs(root))
     st.fragment(run_every=REFRESH_SECONDS if active else None)(_live)(root)
 
 
 # ---------------------------------------------------------------------- runs table
 def runs_table(root: Path) -> None:
     """Every run as the seed's Table 1; refreshed in place while a run is active."""
-    runs = R.list_runs(root, include_trials=True)
+    runs = _runs(root)
     if not runs:
         return
     st.subheader("All runs")
@@ -299,7 +304,7 @@ def runs_table(root: Path) -> None:
 
 
 def _table(root: Path) -> None:
-    runs = R.list_runs(root, include_trials=True)
+    runs = _runs(root)
     df = X.runs_table(runs)
     st.caption("As the seed report's Table 1: metrics at the best epoch (by validation "
                "accuracy), test and validation side by side. Click column headers to sort; "
