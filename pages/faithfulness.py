@@ -1,0 +1,27 @@
+"""Faithfulness: which explanation can be trusted on this checkpoint (ERASER on its test split)."""
+import streamlit as st
+
+from reviewbert.model import CheckpointError
+from reviewbert.ui import checkpoints as C, explain_views as X, frame, predict_panel as P, state as S
+
+frame.require()
+
+st.title("Which explanation is faithful?")
+st.caption("The Predict page shows five explanations of a prediction. Here they are tested on "
+           "this checkpoint: if a method's top words really drive the prediction, deleting them "
+           "should lower the predicted class's probability (comprehensiveness), and keeping only "
+           "them should preserve it (sufficiency) — better than random words do. ERASER, "
+           "DeYoung et al. 2020.")
+
+info = S.current_checkpoint()
+if info is None:
+    C.training_guide(C.checkpoints_root())
+    st.stop()
+
+try:
+    predictor = P.load_predictor(str(info.path), P.mtime(info.path))
+except CheckpointError as e:
+    st.error(f"This checkpoint cannot be loaded: {e}\n\nPick another one in the sidebar.")
+    st.stop()
+
+X.faithfulness_section(predictor, info, key_prefix=S.FAITH_PREFIX)

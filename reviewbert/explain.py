@@ -1,0 +1,585 @@
+"""Which words mattered? Five explanation methods with one shape, and how far they agree.
+
+Every method is a small object, as LIT's interpreters are: a ``name`` (the key in
+JSON, caches and the CLI), a ``label`` for people, ``signed`` (can a score speak
+*against* the prediction?), ``gradient`` (needs autograd: seconds, not
+milliseconds) and ``run(predictor, prediction) -> TokenScores``, one score per
+word of ``prediction.words``. Views and figure builders draw :class:`TokenScores`
+and never care which method made them.
+
+=====================  ======  ==============================================================
+method (name)          signed  what a word's score is
+=====================  ======  ==============================================================
+raw_attention          no      [CLS] row of one layer, mean of heads (or one head): exactly
+                               ``attention.word_scores``, what the Predict page highlights
+rollout                no      Abnar & Zuidema 2020: per layer 0.5·A + 0.5·I (the residual),
+                               rows renormalised, multiplied through all layers; [CLS] row
+value_norm             no      Kobayashi et al. 2020: ‖Σ_h α_h[CLS→j] · f_h(x_j)‖ with
+                               f_h(x) = (x W_V^h + b_V^h) W_O^h, in the same layer as raw
+                               attention: how much token j *moves* [CLS], not how much it is
+                               looked at
+grad_x_input           yes     gradient × input on the word embeddings (Captum's
+                               LayerGradientXActivation)
+integrated_gradients   yes     Captum's LayerIntegratedGradients on the word embeddings from
+                               a [PAD] baseline that keeps [CLS]/[SEP], Gauss-Legendre steps
+                               batched through the model; reports Captum's convergence delta
+                               and doubles the steps while it is above 5 %
+=====================  ======  ==============================================================
+
+Written here, and why: rollout and value norms are a few lines of numpy/torch
+(Captum has neither, and bertviz/exBERT only draw raw attention); gradient ×
+input and IG are Captum's, and Spearman is scipy's.
+
+What is explained: the predicted class. The gradient methods differentiate its
+log-probability, log p(ŷ | x): unlike a raw logit it does not change when every
+logit moves by the same amount, and unlike the probability it does not saturate
+(a flat probability needs more IG steps for the same convergence delta).
+
+Word scores: a word gets the sum of its wordpieces' scores, as the word-level
+attention views do (``attention.merge_words``). The three attention methods
+drop [CLS]/[SEP] and renormalise, so their word scores are shares summing to 1,
+like the page's highlighted review. The signed methods are plain sums; [CLS]
+and [SEP] are not words and get no score (IG gives them exactly 0: the baseline
+keeps them).
+
+Sharing the model. The Predict page's predictor is cached once per process and
+shared by every browser session, so nothing here changes it: no hook is
+attached to any of its modules, no flag is flipped (``attn_implementation``,
+``requires_grad``, ``train()``), no ``.grad`` is written. The gradient methods
+look up the word embeddings with a module of their own (:class:`_WordEmbedding`,
+a fresh one per call, sharing the weight tensor read-only), feed the model
+``inputs_embeds`` and take gradients with ``torch.autograd.grad`` (Captum's way),
+which fills no ``.grad``. Captum's hooks go on that private module only, so two
+sessions can explain at once (``tests/test_explain.py`` runs two threads plus a
+prediction). Value norms come from one extra eager pass under ``torch.inference_mode``
+through the model's own embedding and encoder-layer modules, called one by one
+(not ``output_hidden_states=True``: transformers would install its recording
+hooks on the shared model the first time); the attention weights are the
+Prediction's own.
+``FastBertForward`` has no autograd, so gradients go through the eager model of
+the same checkpoint (``predictor.model``).
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from . import attention as A
+
+IG_STEPS = 16
+"""Gauss-Legendre steps of IG's first try. On 10 test reviews of the demo checkpoint
+16 steps kept the convergence delta within 5 % of f(x) − f(baseline) on 7; the
+other 3 needed 32 (see IG_MAX_STEPS). Each step costs about one forward +
+backward pass."""
+IG_STEP_CHOICES = (8, 16, 32, 64)
+IG_MAX_STEPS = 64
+"""While the convergence delta is above DELTA_WARN, IG runs again with twice the steps,
+up to this many: Gauss-Legendre's error on these integrands is uneven (on one
+32-token review: 21 % at 16 steps, 1 % at 20, 3 % at 24), so a fixed count is
+either slow everywhere or wrong somewhere."""
+IG_TOKENS_PER_BATCH = 2048
+"""Interpolation steps go through the model together, at most this many tokens per
+batch (16 steps of a 128-token review): bounded memory (eager attention keeps
+[batch, heads, T, T] for the backward pass) with few Python round trips."""
+DELTA_WARN = 0.05
+"""Warn when |convergence delta| > 5 % of |f(x) − f(baseline)|."""
+
+
+class Unsupported(Exception):
+    """This method cannot run on this model (e.g. value norms on a non-BERT model)."""
+
+
+# ----------------------------------------------------------------------- result
+@dataclass
+class TokenScores:
+    """One method's explanation of one prediction."""
+    method: str                     # Method.name
+    label: str                      # Method.label, e.g. "Attention rollout"
+    signed: bool
+    scores: np.ndarray              # float32 [n_words]: one per word of the Prediction
+    token_scores: np.ndarray        # float32 [n_tokens]: per wordpiece, specials included
+    target: int                     # class id explained (the predicted one)
+    detail: str = ""                # e.g. "layer 6, mean of heads", "16 steps"
+    seconds: float = 0.0
+    delta: float | None = None      # IG: Captum's convergence delta
+    output_diff: float | None = None  # IG: f(x) − f(baseline), log p(ŷ)
+    n_steps: int | None = None
+
+    @property
+    def relative_delta(self) -> float | None:
+        """|delta| / |f(x) − f(baseline)|; None when not IG."""
+        if self.delta is None or self.output_diff is None:
+            return None
+        return abs(self.delta) / max(abs(self.output_diff), 1e-6)
+
+    @property
+    def delta_too_large(self) -> bool:
+        r = self.relative_delta
+        return r is not None and r > DELTA_WARN
+
+    def top_words(self, n: int = 3) -> list[int]:
+        """Indices of the ``n`` highest-scoring words (for signed methods: the strongest
+        evidence *for* the prediction), best first."""
+        return [int(i) for i in ranking(self.scores)[:n]]
+
+
+def ranking(scores) -> np.ndarray:
+    """Word indices from the highest score to the lowest; ties keep reading order."""
+    return np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+
+
+# ------------------------------------------------------------------ words
+def word_sum(token_scores, word_ids: list[int | None], n_words: int) -> np.ndarray:
+    """Per-wordpiece scores → per-word scores: each word gets the sum of its pieces,
+    special tokens (word id None) are dropped. Same grouping as attention.merge_words."""
+    merged, cols = A.merge_words(np.asarray(token_scores, dtype=np.float64), word_ids)
+    out = np.zeros(n_words, dtype=np.float32)
+    for value, c in zip(merged, cols):
+        if c is not None:
+            out[c] = value
+    return out
+
+
+def word_shares(token_row, pred) -> np.ndarray:
+    """A [CLS]→token row → per-word shares summing to 1 (specials dropped, renormalised):
+    the arithmetic of ``attention.word_scores``, for rows that are not raw attention."""
+    merged, cols = A.merge_words(np.asarray(token_row, dtype=np.float64)[None], pred.word_ids)
+    shares = A.drop_special(merged, np.array([c is None for c in cols]))[0]
+    out = np.zeros(len(pred.words), dtype=np.float32)
+    for s, c in zip(shares, [c for c in cols if c is not None]):
+        out[c] = s
+    return out
+
+
+def _result(method, pred, scores, token_scores, detail="", t0=None, **kw) -> TokenScores:
+    return TokenScores(method=method.name, label=method.label, signed=method.signed,
+                       scores=np.asarray(scores, dtype=np.float32),
+                       token_scores=np.asarray(token_scores, dtype=np.float32),
+                       target=int(pred.label_id), detail=detail,
+                       seconds=0.0 if t0 is None else time.perf_counter() - t0, **kw)
+
+
+def layer_name(layer: int, head: int | None) -> str:
+    return f"layer {layer + 1}, " + ("mean of heads" if head is None else f"head {head + 1}")
+
+
+# ----------------------------------------------------------------- methods
+class RawAttention:
+    """The [CLS] row of one layer's attention (head mean or one head): the page's view."""
+    name, label, signed, gradient = "raw_attention", "Raw attention", False, False
+
+    def __init__(self, layer: int | None = None, head: int | None = None):
+        self.layer, self.head = layer, head  # layer None: the last one
+
+    def run(self, predictor, pred) -> TokenScores:
+        t0 = time.perf_counter()
+        layer = pred.num_layers - 1 if self.layer is None else self.layer
+        scores = A.word_scores(pred, layer, self.head)
+        row = A.select_heads(pred.attentions[[layer]], self.head)[0, A.CLS_ROW]
+        return _result(self, pred, scores, row, layer_name(layer, self.head), t0)
+
+
+def rollout(att: np.ndarray, residual: float = 0.5, row: int | None = None) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020): [layer, head, q, k] or [layer, q, k]
+    → [q, k], how much of each input token reaches each position of the top layer
+    (with ``row``: only that position's row, [k]).
+
+    Per layer: heads averaged, ``(1 − residual)·A + residual·I`` for the residual
+    connection, rows renormalised; then ``Ã_L · … · Ã_2 · Ã_1``.
+    """
+    a = np.asarray(att, dtype=np.float64)
+    if a.ndim == 4:
+        a = a.mean(axis=1)
+    eye = np.eye(a.shape[-1])
+    mats = [(1.0 - residual) * layer + residual * eye for layer in a]
+    mats = [m / m.sum(axis=-1, keepdims=True) for m in mats]
+    if row is not None:
+        # One row, from the top layer down: L vector-matrix products instead of L
+        # matrix products (256 tokens: ~1 ms instead of ~25 ms).
+        out = eye[row]
+        for m in reversed(mats):
+            out = out @ m
+        return out
+    out = eye
+    for m in mats:
+        out = m @ out
+    return out
+
+
+class Rollout:
+    name, label, signed, gradient = "rollout", "Attention rollout", False, False
+
+    def __init__(self, residual: float = 0.5):
+        self.residual = residual
+
+    def run(self, predictor, pred) -> TokenScores:
+        t0 = time.perf_counter()
+        row = rollout(pred.attentions, self.residual, row=A.CLS_ROW)
+        return _result(self, pred, word_shares(row, pred), row,
+                       f"all {pred.num_layers} layers, mean of heads", t0)
+
+
+def token_ids(predictor, pred) -> list[int]:
+    """The ids the Prediction was computed from (its tokens came from these ids)."""
+    return list(predictor.tokenizer.convert_tokens_to_ids(list(pred.tokens)))
+
+
+def _bert_layers(model):
+    layers = getattr(getattr(getattr(model, "bert", None), "encoder", None), "layer", None)
+    if layers is None or not hasattr(layers[0].attention, "self") \
+            or not hasattr(layers[0].attention.self, "value"):
+        raise Unsupported(f"value norms need a BERT encoder; this is a {type(model).__name__}")
+    return layers
+
+
+@torch.inference_mode()
+def value_vectors(model, ids: list[int], attentions: np.ndarray, layers: list[int],
+                  head: int | None = None) -> list[torch.Tensor]:
+    """α_h[CLS→j] · f_h(x_j) summed over heads, per token: one [T, D] tensor per layer.
+
+    ``x`` are the layer's input hidden states (one eager pass over ``ids``, up to
+    the last layer asked for), ``f_h(x) = (x W_V^h + b_V^h) W_O^h`` the value vector
+    mapped through the head's slice of the output projection, ``α`` the layer's
+    attention (``attentions`` [layer, head, q, k]); with ``head`` only that head's
+    term. Their sum over tokens plus W_O's bias is the [CLS] row of the attention
+    block's output before the residual and LayerNorm (``tests/test_explain.py``).
+    """
+    enc = _bert_layers(model)
+    device = next(model.parameters()).device
+    t = torch.tensor([ids], dtype=torch.long, device=device)
+    # The layers' inputs, module by module. Not output_hidden_states=True: transformers
+    # would install its recording hooks on the shared model the first time.
+    hidden = [model.bert.embeddings(input_ids=t)]
+    for layer in enc[:max(layers)]:
+        hidden.append(layer(hidden[-1]))
+    out = []
+    for li in layers:
+        x = hidden[li][0].float()
+        a = enc[li].attention
+        T, D = x.shape
+        H = attentions.shape[1]
+        v = a.self.value(x).float().view(T, H, D // H)                       # [T, H, dh]
+        alpha = torch.as_tensor(attentions[li, :, A.CLS_ROW, :], dtype=v.dtype,
+                                device=v.device).T.clone()                  # [T, H]
+        if head is not None:
+            alpha[:, [h for h in range(H) if h != head]] = 0.0
+        # Σ_h α_h v_h W_O^h = (α-weighted heads, concatenated) · W_Oᵀ: one matmul.
+        out.append((v * alpha[:, :, None]).reshape(T, D) @ a.output.dense.weight.float().T)
+    return out
+
+
+def value_norms(model, ids: list[int], attentions: np.ndarray,
+                layers: list[int] | None = None, head: int | None = None) -> np.ndarray:
+    """‖Σ_h α_h[CLS→j] · f_h(x_j)‖ per layer and token (Kobayashi et al. 2020):
+    [len(layers), T]. See :func:`value_vectors`."""
+    layers = list(range(len(_bert_layers(model)))) if layers is None else list(layers)
+    vecs = value_vectors(model, ids, attentions, layers, head)
+    return np.stack([v.norm(dim=-1).cpu().numpy() for v in vecs]).astype(np.float32)
+
+
+class ValueNorm:
+    name, label, signed, gradient = "value_norm", "Attention × value norm", False, False
+
+    def __init__(self, layer: int | None = None, head: int | None = None):
+        self.layer, self.head = layer, head
+
+    def run(self, predictor, pred) -> TokenScores:
+        t0 = time.perf_counter()
+        layer = pred.num_layers - 1 if self.layer is None else self.layer
+        row = value_norms(predictor.model, token_ids(predictor, pred), pred.attentions,
+                          [layer], self.head)[0]
+        return _result(self, pred, word_shares(row, pred), row, layer_name(layer, self.head), t0)
+
+
+class _WordEmbedding(torch.nn.Module):
+    """The model's word-embedding lookup as a module of our own, made per call.
+
+    Captum attaches its hooks here, never to the shared model; the weight is the
+    model's own tensor (no copy), only read.
+    """
+
+    def __init__(self, weight: torch.Tensor):
+        super().__init__()
+        self.table = weight.detach()   # detached: autograd never reaches the shared weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.embedding(ids, self.table)
+
+
+def _log_prob_fn(model, emb: _WordEmbedding):
+    def forward(ids: torch.Tensor) -> torch.Tensor:
+        # One review per row, all of one length: no padding, so no attention mask.
+        logits = model(inputs_embeds=emb(ids)).logits
+        return torch.log_softmax(logits.float(), dim=-1)
+    return forward
+
+
+def _gradient_setup(predictor, pred):
+    model = predictor.model
+    emb = _WordEmbedding(model.get_input_embeddings().weight)
+    ids = torch.tensor([token_ids(predictor, pred)], dtype=torch.long, device=emb.table.device)
+    return model, emb, ids
+
+
+class GradientXInput:
+    name, label, signed, gradient = "grad_x_input", "Gradient × input", True, True
+
+    def run(self, predictor, pred) -> TokenScores:
+        from captum.attr import LayerGradientXActivation
+        t0 = time.perf_counter()
+        model, emb, ids = _gradient_setup(predictor, pred)
+        with torch.inference_mode(False), torch.enable_grad():
+            attr = LayerGradientXActivation(_log_prob_fn(model, emb), emb).attribute(
+                ids, target=int(pred.label_id))
+        tok = attr[0].sum(-1).detach().float().cpu().numpy()
+        return _result(self, pred, word_sum(tok, pred.word_ids, len(pred.words)), tok,
+                       "word embeddings, log p(predicted)", t0)
+
+
+def pad_baseline(ids: torch.Tensor, word_ids: list[int | None], pad_id: int) -> torch.Tensor:
+    """Every wordpiece replaced by [PAD]; [CLS] and [SEP] (word id None) kept."""
+    base = ids.clone()
+    is_word = torch.tensor([w is not None for w in word_ids], device=ids.device)
+    base[:, is_word] = pad_id
+    return base
+
+
+class IntegratedGradients:
+    name, label, signed, gradient = "integrated_gradients", "Integrated Gradients", True, True
+
+    def __init__(self, n_steps: int = IG_STEPS, tokens_per_batch: int = IG_TOKENS_PER_BATCH,
+                 max_steps: int | None = IG_MAX_STEPS):
+        """``max_steps`` None: exactly ``n_steps``, whatever the delta."""
+        self.n_steps, self.tokens_per_batch = int(n_steps), int(tokens_per_batch)
+        self.max_steps = self.n_steps if max_steps is None else max(self.n_steps, int(max_steps))
+
+    def batch_size(self, n_tokens: int, n_steps: int | None = None) -> int:
+        steps = self.n_steps if n_steps is None else n_steps
+        return max(1, min(steps, self.tokens_per_batch // max(1, n_tokens)))
+
+    def attribute(self, predictor, pred, n_steps: int) -> tuple[np.ndarray, float, float]:
+        """(per-token attributions [T], Captum's delta, f(x) − f(baseline)) at ``n_steps``."""
+        from captum.attr import LayerIntegratedGradients
+        model, emb, ids = _gradient_setup(predictor, pred)
+        pad = predictor.tokenizer.pad_token_id
+        base = pad_baseline(ids, pred.word_ids, 0 if pad is None else pad)
+        with torch.inference_mode(False), torch.enable_grad():
+            attr, delta = LayerIntegratedGradients(_log_prob_fn(model, emb), emb).attribute(
+                ids, baselines=base, target=int(pred.label_id), n_steps=n_steps,
+                method="gausslegendre", internal_batch_size=self.batch_size(ids.shape[1], n_steps),
+                return_convergence_delta=True)
+        tok = attr[0].sum(-1).detach().double().cpu().numpy()
+        delta = float(delta.reshape(-1)[0])
+        # Captum's delta = Σ attributions − (f(x) − f(baseline)): the difference comes free.
+        return tok, delta, float(tok.sum()) - delta
+
+    def run(self, predictor, pred) -> TokenScores:
+        t0 = time.perf_counter()
+        n, tried = self.n_steps, []
+        while True:
+            tok, delta, diff = self.attribute(predictor, pred, n)
+            tried.append(n)
+            if abs(delta) <= DELTA_WARN * max(abs(diff), 1e-6) or 2 * n > self.max_steps:
+                break
+            n *= 2
+        again = f" (delta above {DELTA_WARN:.0%} at {', '.join(map(str, tried[:-1]))})" \
+            if len(tried) > 1 else ""
+        return _result(self, pred, word_sum(tok, pred.word_ids, len(pred.words)), tok,
+                       f"{n} steps{again}, [PAD] baseline, log p(predicted)", t0,
+                       delta=delta, output_diff=diff, n_steps=n)
+
+
+def attention_methods(layer: int | None = None, head: int | None = None) -> list:
+    """The cheap ones (milliseconds): they read the Prediction's attentions."""
+    return [RawAttention(layer, head), Rollout(), ValueNorm(layer, head)]
+
+
+def gradient_methods(ig_steps: int = IG_STEPS, ig_max_steps: int | None = IG_MAX_STEPS) -> list:
+    """The ones that need autograd through the eager model (≈ 1 and ≈ ig_steps
+    forward + backward passes; up to ig_max_steps more when IG's delta is large)."""
+    return [GradientXInput(), IntegratedGradients(ig_steps, max_steps=ig_max_steps)]
+
+
+def all_methods(layer: int | None = None, head: int | None = None, ig_steps: int = IG_STEPS,
+                ig_max_steps: int | None = IG_MAX_STEPS) -> list:
+    return attention_methods(layer, head) + gradient_methods(ig_steps, ig_max_steps)
+
+
+METHOD_NAMES = tuple(m.name for m in all_methods())
+LABELS = {m.name: m.label for m in all_methods()}
+
+
+def explain(predictor, pred, methods=None) -> list[TokenScores]:
+    """Every method's TokenScores for ``pred`` (in the methods' order)."""
+    return [m.run(predictor, pred) for m in (methods or all_methods())]
+
+
+# --------------------------------------------------------------- agreement
+def spearman_matrix(results: list[TokenScores]) -> np.ndarray:
+    """Spearman rank correlation between every pair of methods' word scores
+    ([m, m], NaN where undefined: fewer than 3 words, or a constant score vector)."""
+    from scipy.stats import spearmanr
+    m = len(results)
+    rho = np.full((m, m), np.nan)
+    np.fill_diagonal(rho, 1.0)
+    if m < 2 or len(results[0].scores) < 3:
+        return rho
+    X = np.stack([np.asarray(r.scores, dtype=np.float64) for r in results], axis=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # a constant column: NaN is the honest answer
+        r = spearmanr(X).statistic
+    if np.ndim(r) == 0:                   # two methods: scipy returns the one number
+        r = np.array([[1.0, r], [r, 1.0]])
+    rho = np.array(r, dtype=np.float64)
+    np.fill_diagonal(rho, 1.0)
+    return rho
+
+
+# ----------------------------------------------------------------- reading
+_MD = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+
+
+def md_escape(text: str) -> str:
+    """A review's word inside Markdown: shown as typed, never as formatting."""
+    return _MD.sub(r"\\\1", text)
+
+
+def _is_punct(word: str) -> bool:
+    return not any(ch.isalnum() for ch in word)
+
+
+def _is_function_word(word: str) -> bool:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    return word.lower().strip("'’") in ENGLISH_STOP_WORDS
+
+
+def _quote(words: list[str]) -> str:
+    return "*" + " ".join(md_escape(w) for w in words) + "*"
+
+
+def _quote_at(words: list[str], idx: list[int]) -> str:
+    """Words at ``idx`` in reading order: neighbours as one phrase (*poor quality*),
+    others apart (*died*, *never*)."""
+    groups: list[list[int]] = []
+    for i in sorted(idx):
+        if groups and i == groups[-1][-1] + 1:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return ", ".join(_quote([words[i] for i in g]) for g in groups)
+
+
+def _short(r: TokenScores) -> str:
+    return {"integrated_gradients": "IG", "grad_x_input": "gradient × input",
+            "raw_attention": "raw attention", "rollout": "rollout",
+            "value_norm": "value norm"}.get(r.method, r.label)
+
+
+def reading(results: list[TokenScores], pred, rho: np.ndarray | None = None) -> str:
+    """One line in plain words (Markdown, review words escaped): what the most
+    principled method that ran puts first, which method agrees with it, where raw
+    attention goes, and what counts against the prediction. E.g. "IG ranks *poor
+    quality* highest; rollout agrees (ρ = 0.64) on *poor*; raw attention (layer 5)
+    puts 46 % of its weight on punctuation"."""
+    words = list(pred.words)
+    if not results or not words:
+        return "No words to explain."
+    rho = spearman_matrix(results) if rho is None else rho
+    by = {r.method: i for i, r in enumerate(results)}
+    parts = []
+    # Anchor on IG when it ran (it accounts for the whole network), else on rollout.
+    anchor = next((by[n] for n in ("integrated_gradients", "rollout", "raw_attention") if n in by), 0)
+    a = results[anchor]
+    top_a = a.top_words(2 if len(words) > 3 else 1)
+    parts.append(f"{_short(a)} ranks {_quote_at(words, top_a)} highest")
+    others = [j for j in range(len(results)) if j != anchor and np.isfinite(rho[anchor, j])]
+    if others:
+        j = max(others, key=lambda j: rho[anchor, j])
+        b, r = results[j], float(rho[anchor, j])
+        common = [i for i in sorted(a.top_words(3)) if i in b.top_words(3)]
+        on = f" on {_quote_at(words, common)}" if common else ""
+        if r >= 0.5:
+            parts.append(f"{_short(b)} agrees (ρ = {r:.2f}){on}")
+        elif r >= 0.3:
+            parts.append(f"{_short(b)} agrees loosely (ρ = {r:.2f}){on}")
+        else:
+            parts.append(f"no other method agrees with it (closest: {_short(b)}, ρ = {r:.2f})")
+    elif len(words) < 3:
+        parts.append("too few words to compare rankings")
+    if "raw_attention" in by and anchor != by["raw_attention"]:
+        parts.append(_raw_attention_note(results[by["raw_attention"]], words))
+    ig = results[by["integrated_gradients"]] if "integrated_gradients" in by else None
+    if ig is not None and len(words) > 1:
+        low = int(np.argmin(ig.scores))
+        top = float(np.max(ig.scores))
+        if ig.scores[low] < 0 and abs(ig.scores[low]) >= 0.5 * max(top, 1e-9):
+            parts.append(f"IG counts {_quote([words[low]])} against {md_escape(pred.label)}")
+    return "; ".join(p for p in parts if p) + "."
+
+
+def _raw_attention_note(raw: TokenScores, words: list[str]) -> str:
+    s = np.asarray(raw.scores, dtype=np.float64)
+    total = s.sum()
+    if total <= 0:
+        return ""
+    where = f"raw attention ({raw.detail.split(',')[0]})" if raw.detail else "raw attention"
+    punct = np.array([_is_punct(w) for w in words])
+    func = np.array([_is_function_word(w) for w in words]) & ~punct
+    share_p = s[punct].sum() / total
+    share_f = s[func].sum() / total
+    # "Most weight" only if it is more than these words' share of the review.
+    if share_p >= 0.25 and share_p > 1.5 * punct.mean():
+        return f"{where} puts {share_p:.0%} of its weight on punctuation"
+    if share_p + share_f >= 0.5 and share_p + share_f > 1.3 * (punct | func).mean():
+        return f"{where} puts {share_p + share_f:.0%} of its weight on punctuation and function words"
+    return f"{where} looks most at {_quote([words[raw.top_words(1)[0]]])}"
+
+
+# -------------------------------------------------------------- timing guess
+@dataclass
+class _Rate:
+    """Seconds per (token × forward+backward pass) of the last gradient runs, so the
+    page can say how long the button will take on this machine."""
+    per_token_pass: float | None = None
+    samples: list = field(default_factory=list)
+
+    def record(self, n_tokens: int, passes: int, seconds: float) -> None:
+        if n_tokens > 0 and passes > 0 and seconds > 0:
+            self.samples = (self.samples + [seconds / (n_tokens * passes)])[-8:]
+            self.per_token_pass = float(np.median(self.samples))
+
+    def estimate(self, n_tokens: int, passes: int) -> float | None:
+        return None if self.per_token_pass is None else self.per_token_pass * n_tokens * passes
+
+
+GRADIENT_RATE = _Rate()
+
+
+def gradient_passes(ig_steps: int) -> int:
+    """Forward + backward passes of both gradient methods: IG's steps, the 2 + 2
+    forward-only passes Captum adds for the layer and the delta (≈ 2 passes), and
+    gradient × input's one."""
+    return int(ig_steps) + 3
+
+
+def run_gradient_methods(predictor, pred, ig_steps: int = IG_STEPS) -> list[TokenScores]:
+    """Both gradient methods; their time feeds :data:`GRADIENT_RATE`."""
+    t0 = time.perf_counter()
+    out = explain(predictor, pred, gradient_methods(ig_steps))
+    steps = out[-1].n_steps or ig_steps
+    # passes actually made: every doubling re-ran IG from scratch (16 + 32 = 48 steps)
+    done = sum(ig_steps * 2 ** i for i in range(int(np.log2(steps / ig_steps)) + 1))
+    GRADIENT_RATE.record(pred.n_tokens, gradient_passes(done), time.perf_counter() - t0)
+    return out
+
+
+def fmt_seconds(s: float | None) -> str:
+    if s is None or not math.isfinite(s):
+        return "a few seconds"
+    return f"about {s:.1f} s" if s < 60 else f"about {s / 60:.0f} min"

@@ -1,0 +1,98 @@
+""""Which words mattered?" and the Faithfulness page in a real headless Chromium,
+every non-localhost request blocked. Screenshots go to artifacts/browser/."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from browser_support import CHROMIUM, ROOT, StreamlitServer, make_minilm_checkpoint, offline_context
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytest.importorskip("playwright.sync_api")
+
+ART = ROOT / "artifacts" / "browser"
+REVIEW = ("Battery died after two days <img src=x onerror=alert(1)> and support never "
+          "answered. Poor quality, would not buy again!")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium missing (make browser)")
+    from playwright.sync_api import sync_playwright
+    root = tmp_path_factory.mktemp("explain-ckpts")
+    make_minilm_checkpoint(root / "minilm-demo")
+    ART.mkdir(parents=True, exist_ok=True)
+    dialogs = []
+    with StreamlitServer({"REVIEWBERT_CHECKPOINTS": str(root)}, ART / "streamlit_explain.log") as srv, \
+            sync_playwright() as p:
+        ctx, blocked = offline_context(p, tmp_path_factory.mktemp("chromium-profile"))
+        pg = ctx.new_page()
+        pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        pg.goto(srv.url)
+        pg.get_by_text("Review text").wait_for(timeout=90_000)
+        yield pg, blocked, dialogs
+        ctx.close()
+
+
+def shot(pg, name: str, height: int = 4200):
+    pg.set_viewport_size({"width": 1400, "height": height})
+    pg.wait_for_timeout(800)
+    pg.screenshot(path=str(ART / name))
+    pg.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def plot_rows(pg, title_part: str) -> list[int]:
+    """Heatmap row counts of the chart whose title contains ``title_part``."""
+    return pg.evaluate("""(part) => [...document.querySelectorAll('.js-plotly-plot')]
+        .filter(p => ((p.layout.title && p.layout.title.text) || '').includes(part))
+        .map(p => p._fullData[0].z.length)""", title_part)
+
+
+def test_which_words_mattered_and_faithfulness_offline(page):
+    pg, blocked, dialogs = page
+    pg.locator("textarea").fill(REVIEW)
+    pg.locator("textarea").blur()
+    pg.wait_for_timeout(300)
+    pg.get_by_role("button", name="Predict").click()
+    pg.get_by_text("Which words mattered?").wait_for(timeout=120_000)
+    pg.wait_for_function("() => document.querySelectorAll('.rb-explain').length === 3",
+                         timeout=60_000)
+    assert "<img src=x onerror=alert(1)>" in pg.locator(".rb-explain").first.inner_text()
+    assert pg.locator(".rb-explain img").count() == 0          # the review stays text
+    pg.get_by_role("button", name="Add the gradient methods").click()
+    pg.wait_for_function("() => document.querySelectorAll('.rb-explain').length === 5",
+                         timeout=120_000)
+    body = pg.inner_text("body")
+    for label in ("Raw attention", "Attention rollout", "Attention × value norm",
+                  "Gradient × input", "Integrated Gradients"):
+        assert label in body
+    assert "Reading:" in body and "IG ranks" in body
+    pg.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(p => "
+                         "((p.layout.title && p.layout.title.text) || '').includes('Spearman') "
+                         "&& p._fullData[0].z.length === 5)", timeout=30_000)
+    pg.get_by_text("Which words mattered?").scroll_into_view_if_needed()
+    shot(pg, "explain_01_rows.png")
+    pg.locator("[data-testid=stButtonGroup]").get_by_text("Heatmap", exact=True).click()
+    pg.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(p => "
+                         "((p.layout.title && p.layout.title.text) || '').includes('each method'))",
+                         timeout=30_000)
+    assert plot_rows(pg, "each method") == [5]
+    pg.wait_for_function("() => document.querySelectorAll('.rb-explain').length === 0",
+                         timeout=30_000)                     # one view at a time
+    shot(pg, "explain_02_heatmap.png")
+
+    pg.get_by_role("link", name="Faithfulness").click()
+    pg.get_by_text("Reviews to score").wait_for(timeout=60_000)
+    box = pg.locator('[data-testid="stNumberInput"] input').first
+    box.fill("2")
+    box.press("Enter")
+    pg.wait_for_timeout(500)
+    pg.get_by_role("button", name="Run on 2 reviews").click()
+    pg.get_by_text("most faithful method on this model").wait_for(timeout=180_000)
+    pg.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].length >= 2",
+                         timeout=30_000)
+    shot(pg, "explain_03_faithfulness.png", height=2600)
+    assert blocked == [], f"requests left localhost: {blocked}"
+    assert dialogs == []
