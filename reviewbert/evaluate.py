@@ -5,8 +5,22 @@ padded only to its own longest review ("dynamic padding"), and evaluation walks
 the reviews sorted by length, so a batch of short reviews costs what short
 reviews cost. On this data most reviews are far shorter than 256 tokens, so
 this alone is most of the speed-up over padding everything to max_length.
+
+Precision. Training's evaluation and the default of every function here is
+fp32. Bulk evaluation (the CLI's ``evaluate``/``report``, the error-analysis
+page) asks for ``precision="auto"``: bf16 autocast on a CPU with bf16 matrix
+units (AMX-BF16 or AVX512-BF16, read from /proc/cpuinfo at run time), fp32
+everywhere else, including CPUs without them, where bf16 is emulated and slower.
+The softmax is always taken in fp32. The main page's single prediction never
+comes through here (``inference.FastBertForward``, exact fp32).
 """
 from __future__ import annotations
+
+import contextlib
+import functools
+import sys
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import torch
@@ -15,13 +29,81 @@ from torch.utils.data import DataLoader, Dataset
 from .metrics import compute_metrics, confusion
 
 
-def encode_texts(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
-    """Token ids with [CLS]/[SEP], truncated to max_length, not padded."""
+class TqdmProgress:
+    """A progress callback (``progress(n)``) drawing tqdm on stderr, created on the first
+    update, so that a cache hit draws nothing. Main process only under ``accelerate``."""
+
+    def __init__(self, total: int, desc: str, enabled: bool = True):
+        self.total, self.desc, self.enabled, self.bar = total, desc, enabled, None
+
+    def __call__(self, n: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.total, desc=self.desc, unit="review", file=sys.stderr)
+        self.bar.update(n)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.close()
+
+
+PRECISIONS = ("auto", "bf16", "fp32")
+BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_bf16_units(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, ...]:
+    """The bf16 matrix features this CPU advertises (e.g. ``("avx512_bf16",)``); () if none
+    or unknown (no /proc/cpuinfo: macOS, Windows). ``torch.backends.cpu.get_cpu_capability()``
+    says "AVX512" on CPUs with and without bf16, so the kernel's flags decide."""
+    try:
+        text = Path(cpuinfo).read_text(errors="replace")
+    except OSError:
+        return ()
+    flags = set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.partition(":")[2].split())
+            break  # every core lists the same flags
+    return tuple(f for f in BF16_CPU_FLAGS if f in flags)
+
+
+def resolve_precision(precision: str, device) -> str:
+    """"auto" -> "bf16" on a CPU with bf16 units, else "fp32"; "bf16"/"fp32" as given."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision != "auto":
+        return precision
+    return "bf16" if torch.device(device).type == "cpu" and cpu_bf16_units() else "fp32"
+
+
+def encode_texts(tokenizer, texts: list[str], max_length: int, *,
+                 return_lengths: bool = False):
+    """Token ids with [CLS]/[SEP], truncated to max_length, not padded.
+
+    With ``return_lengths``: (ids, lengths) where ``lengths[i]`` is review i's full
+    wordpiece count without [CLS]/[SEP], before truncation (what ``min_tokens``, the
+    seed's length filter, counts). The ids are then cut by hand, exactly as the
+    tokenizer's own truncation cuts a single sequence: the first max_length - 2 pieces.
+    """
     if not texts:
-        return []
-    enc = tokenizer(list(texts), truncation=True, max_length=max_length, padding=False,
+        return ([], []) if return_lengths else []
+    if not return_lengths:
+        enc = tokenizer(list(texts), truncation=True, max_length=max_length, padding=False,
+                        return_attention_mask=False, return_token_type_ids=False)
+        return enc["input_ids"]
+    enc = tokenizer(list(texts), truncation=False, padding=False, verbose=False,
                     return_attention_mask=False, return_token_type_ids=False)
-    return enc["input_ids"]
+    ids, lengths = [], []
+    for x in enc["input_ids"]:
+        lengths.append(len(x) - 2)
+        ids.append(x if len(x) <= max_length else x[:max_length - 1] + x[-1:])
+    return ids, lengths
 
 
 class EncodedDataset(Dataset):
@@ -66,26 +148,53 @@ def eval_loader(dataset: EncodedDataset, batch_size: int, pad_id: int,
                       generator=torch.Generator())  # leave the global RNG alone (see train.py)
 
 
+def _autocast(model, precision: str):
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    if precision != "bf16":
+        raise ValueError(f"precision must be 'fp32' or 'bf16' here, got {precision!r}")
+    # One context around the whole loop: autocast then casts each weight once, not per batch.
+    return torch.autocast(device_type=model.device.type, dtype=torch.bfloat16)
+
+
 @torch.inference_mode()
-def predict_probs(model, loader, accelerator=None) -> tuple[np.ndarray, np.ndarray]:
+def predict_probs(model, loader, accelerator=None, *, precision: str = "fp32",
+                  progress: Callable[[int], None] | None = None,
+                  on_batch: Callable[[dict, object], None] | None = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """(labels, probabilities) over a loader; with an Accelerator, gathered from all processes.
 
     ``gather_for_metrics`` drops the samples Accelerate repeated to even out the
     last batch across processes, so every review is counted exactly once.
+
+    Options for bulk evaluation (defaults change nothing): ``precision`` "bf16"
+    runs the forward under bf16 autocast (resolve "auto" first with
+    :func:`resolve_precision`); ``progress(n)`` is called after each batch with
+    the number of reviews this process just scored; ``on_batch(batch, outputs)``
+    sees each local batch (on the model's device, labels removed) with the model's
+    outputs, computed with ``output_attentions=True`` (the model must use eager
+    attention): the per-rating attention pass reads the [CLS] rows there.
     """
     was_training = model.training
     model.eval()
     ys, ps = [], []
-    for batch in loader:
-        if accelerator is None:
-            batch = {k: v.to(model.device) for k, v in batch.items()}
-        labels = batch.pop("labels")
-        logits = model(**batch).logits
-        probs = torch.softmax(logits.float(), dim=-1)  # softmax in fp32 even under bf16/fp16
-        if accelerator is not None:
-            probs, labels = accelerator.gather_for_metrics((probs, labels))
-        ys.append(labels.cpu())
-        ps.append(probs.cpu())
+    with _autocast(model, precision):
+        for batch in loader:
+            if accelerator is None:
+                batch = {k: v.to(model.device) for k, v in batch.items()}
+            labels = batch.pop("labels")
+            if on_batch is None:
+                out = model(**batch)
+            else:
+                out = model(**batch, output_attentions=True)
+                on_batch(batch, out)
+            probs = torch.softmax(out.logits.float(), dim=-1)  # softmax in fp32 even under bf16/fp16
+            if progress is not None:
+                progress(int(labels.shape[0]))
+            if accelerator is not None:
+                probs, labels = accelerator.gather_for_metrics((probs, labels))
+            ys.append(labels.cpu())
+            ps.append(probs.cpu())
     model.train(was_training)
     if not ys:
         return np.zeros(0, dtype=np.int64), np.zeros((0, model.config.num_labels))
@@ -115,6 +224,39 @@ def evaluate_chunks(model, tokenizer, chunks, *, max_length: int, batch_size: in
     out = compute_metrics(y, p, num_labels)
     out["confusion_matrix"] = confusion(y, p, num_labels) if len(y) else []
     return out
+
+
+def predict_in_order(model, tokenizer, texts: list[str], *, max_length: int,
+                     batch_size: int = 64, precision: str = "fp32", accelerator=None,
+                     progress: Callable[[int], None] | None = None,
+                     on_batch: Callable[[dict, object], None] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(probabilities [n, classes], token counts [n], loader order [n]) for ``texts``, rows
+    in input order: the bulk path (CLI, error-analysis page, benchmark).
+
+    Same loader and loop as training's evaluation (length-sorted batches, dynamic
+    padding). Each review's "label" is its own index, so the gathered rows are put
+    back in input order whatever order the batches (or the processes under
+    ``accelerate launch``) ran in. ``order[j]`` is the review scored j-th (what
+    ``on_batch`` sees batch by batch). ``precision`` is "auto", "bf16" or "fp32".
+    """
+    n = len(texts)
+    ids, lengths = encode_texts(tokenizer, texts, max_length, return_lengths=True)
+    ds = EncodedDataset(ids, range(n))
+    loader = eval_loader(ds, batch_size, tokenizer.pad_token_id)
+    order = np.array(sorted(range(n), key=lambda i: -ds.lengths[i]), dtype=np.int64)
+    if accelerator is not None:
+        loader = accelerator.prepare(loader)
+    device = accelerator.device if accelerator is not None else model.device
+    idx, p = predict_probs(model, loader, accelerator,
+                           precision=resolve_precision(precision, device),
+                           progress=progress, on_batch=on_batch)
+    probs = np.zeros((n, p.shape[1] if p.ndim == 2 else model.config.num_labels), np.float32)
+    probs[idx] = p
+    if n and not np.array_equal(np.sort(idx), np.arange(n)):
+        raise RuntimeError("evaluation lost or repeated reviews (gathered indices do not "
+                           "cover the input once)")
+    return probs, np.asarray(lengths, dtype=np.int64), order
 
 
 @torch.inference_mode()

@@ -1,0 +1,22 @@
+"""Error analysis over a whole split: where the model goes wrong, and where the rating is.
+
+Modules, one concept each (all plain functions, testable without Streamlit):
+
+- ``predictions``   :func:`predict_split` (batched evaluation through ``reviewbert.evaluate``,
+                    cached) -> :class:`SplitPredictions`; :func:`lookup` (cache only)
+- ``cache``         the on-disk prediction cache: every file and field, and its keys
+- ``intervals``     95 % bootstrap intervals of the four metrics (scipy.stats.bootstrap)
+- ``breakdown``     confusion matrix, per-class P/R/F1, one-vs-rest ROC, accuracy by length,
+                    what the seed's >= 100-token filter changes (scikit-learn)
+- ``calibration``   reliability bins and the expected calibration error
+- ``compare``       two checkpoints on the same reviews, McNemar's test (scipy)
+- ``label_issues``  reviews whose rating is probably wrong (cleanlab)
+- ``word_attention`` per-rating [CLS] attention by word, one batched pass, cached
+- ``figures``       Plotly figures for all of the above
+
+The page is ``pages/error_analysis.py`` (components in ``reviewbert/ui/error_views.py``);
+the one-file HTML report is ``reviewbert/report.py``.
+"""
+from .predictions import SplitPredictions, export_frame, lookup, predict_split, save_export
+
+__all__ = ["SplitPredictions", "predict_split", "lookup", "export_frame", "save_export"]

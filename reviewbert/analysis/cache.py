@@ -1,0 +1,221 @@
+"""The prediction cache: a whole split's predictions (and [CLS] attention), saved once
+next to the checkpoint and found again by what it was computed from.
+
+Layout (one folder per checkpoint, one sub-folder per evaluation)::
+
+    <checkpoint>/.analysis/         beside the weights; when the checkpoint folder is not
+                                    writable: ~/.cache/reviewbert/analysis/<P>/ instead
+                                    (P = first 16 hex of sha256 of the checkpoint's absolute
+                                    path; $REVIEWBERT_ANALYSIS_CACHE replaces ~/.cache/...)
+      <KEY>/                        KEY = first 20 hex of sha256 over the JSON of
+                                    {"format", "checkpoint", "data", "max_length", "precision"}
+                                    (the fields of meta.json below)
+        meta.json                   written LAST: a folder without it is unfinished and
+                                    never read. {"format": "reviewbert-predictions/1",
+                                    "key", "checkpoint": {"path", "sha256"},
+                                    "data": {"sha256", "n", "source": free-form description
+                                    (kind "test split"|"file"|"reviews", file names...)},
+                                    "labels": [class names], "max_length",
+                                    "precision" ("bf16"|"fp32": what the forward ran in),
+                                    "fp32_check": null, or for bf16 {"n", "agree"}: a seeded
+                                    sample of n reviews re-scored in fp32, of which ``agree``
+                                    got the same class, "device", "seconds" (wall time of the
+                                    forward passes), "created" (ISO time)}
+        predictions.parquet         one row per review, in the data's order:
+                                    text (str), stars (int8, 1..5), label (int8, true class),
+                                    pred (int8, argmax class), prob_0 .. prob_{k-1} (float32,
+                                    class probabilities), n_tokens (int32: wordpieces without
+                                    [CLS]/[SEP] before truncation, what the seed's >=100-token
+                                    filter and ``min_tokens`` count), source (str, file name)
+        attention.parquet           only after the per-rating attention pass; one row per
+                                    word of each review (as the model saw it: truncated):
+                                    review (int32, row in predictions.parquet), word (str,
+                                    lower-cased), layer_1 .. layer_L (float32: mean-of-heads
+                                    [CLS]->word attention in that layer; a word sums its
+                                    pieces; [CLS]/[SEP] dropped and each review's row
+                                    renormalised to sum 1, as attention.word_scores does)
+        attention.json              written after attention.parquet: {"format":
+                                    "reviewbert-word-attention/1", "layers", "heads",
+                                    "precision", "seconds", "created"}
+
+Why it is never stale. ``checkpoint.sha256`` hashes the weights, config.json and the
+tokenizer files' bytes; ``data.sha256`` hashes the reviews themselves (stars and text,
+in order), so a re-saved checkpoint, an edited data file or a different split gets a
+different KEY, and a folder is reused only for the very same inputs. Both hashes are
+remembered per (path, size, mtime) in this process, so looking up costs a stat.
+
+Every file is written atomically (temporary file + rename; JSON through
+``model.atomic_write_json``), the JSON last, so a reader never sees half a write. Old
+folders are never wrong, only unused: :func:`prune` keeps the newest few.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from ..model import atomic_write_json
+
+FORMAT = "reviewbert-predictions/1"
+ATTENTION_FORMAT = "reviewbert-word-attention/1"
+FOLDER = ".analysis"
+META, PREDICTIONS = "meta.json", "predictions.parquet"
+ATTENTION, ATTENTION_META = "attention.parquet", "attention.json"
+KEEP = 12                     # evaluations kept per checkpoint by prune()
+_CHECKPOINT_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt",
+                     "special_tokens_map.json")
+
+_SHA: dict[tuple, str] = {}
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
+# ------------------------------------------------------------------ fingerprints
+def checkpoint_fingerprint(path) -> str:
+    """sha256 over the checkpoint's weights, config and tokenizer files (name + bytes)."""
+    path = Path(path)
+    files = sorted(path.glob("*.safetensors")) + [path / n for n in _CHECKPOINT_FILES]
+    files = [f for f in files if f.is_file()]
+    stamp = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    if stamp not in _SHA:
+        h = hashlib.sha256()
+        for f in files:
+            h.update(f.name.encode() + b"\0")
+            with open(f, "rb") as fh:
+                while chunk := fh.read(1 << 20):
+                    h.update(chunk)
+            h.update(b"\0")
+        _SHA[stamp] = h.hexdigest()
+    return _SHA[stamp]
+
+
+def data_fingerprint(reviews) -> str:
+    """sha256 over each review's stars and text, in order (anything with .stars, .text)."""
+    h = hashlib.sha256()
+    for r in reviews:
+        t = r.text.encode("utf-8", "surrogatepass")
+        # the length prefix makes the encoding unambiguous whatever the text holds
+        h.update(f"{int(r.stars)}:{len(t)}:".encode())
+        h.update(t)
+    return h.hexdigest()
+
+
+def cache_key(checkpoint_sha: str, data_sha: str, max_length: int, precision: str) -> str:
+    blob = json.dumps({"format": FORMAT, "checkpoint": checkpoint_sha, "data": data_sha,
+                       "max_length": int(max_length), "precision": precision}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+# ------------------------------------------------------------------ where
+def _fallback_root(checkpoint: Path) -> Path:
+    base = os.environ.get("REVIEWBERT_ANALYSIS_CACHE") or Path.home() / ".cache" / "reviewbert" / "analysis"
+    tag = hashlib.sha256(str(Path(checkpoint).absolute()).encode()).hexdigest()[:16]
+    return Path(base) / tag
+
+
+def roots(checkpoint) -> list[Path]:
+    """Where this checkpoint's evaluations may be: beside it, then the fallback."""
+    return [Path(checkpoint) / FOLDER, _fallback_root(Path(checkpoint))]
+
+
+def writable_root(checkpoint) -> Path:
+    """The first of :func:`roots` that can be written (created if needed)."""
+    for root in roots(checkpoint):
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=root, prefix=".probe", delete=True)
+            probe.close()
+            return root
+        except OSError:
+            continue
+    raise OSError(f"no writable place for the prediction cache of {checkpoint}")
+
+
+def find(checkpoint, key: str) -> Path | None:
+    """The finished folder (meta.json present) for ``key``, or None."""
+    for root in roots(checkpoint):
+        d = root / key
+        if (d / META).is_file() and (d / PREDICTIONS).is_file():
+            return d
+    return None
+
+
+# ------------------------------------------------------------------ read/write
+def read_meta(folder) -> dict | None:
+    try:
+        meta = json.loads((Path(folder) / META).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    return meta if isinstance(meta, dict) and meta.get("format") == FORMAT else None
+
+
+def write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~_UMASK)      # mkstemp makes 0600; give the file normal permissions
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, index=False)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_predictions(checkpoint, key: str, frame: pd.DataFrame, meta: dict) -> Path:
+    """predictions.parquet, then meta.json; returns the folder."""
+    folder = writable_root(checkpoint) / key
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / META).unlink(missing_ok=True)     # unfinished until the new meta lands
+    write_parquet(frame, folder / PREDICTIONS)
+    atomic_write_json(folder / META, {**meta, "format": FORMAT, "key": key})
+    prune(checkpoint)
+    return folder
+
+
+def read_predictions(folder) -> tuple[pd.DataFrame, dict] | None:
+    meta = read_meta(folder)
+    if meta is None:
+        return None
+    try:
+        frame = pd.read_parquet(Path(folder) / PREDICTIONS)
+    except (OSError, ValueError):
+        return None
+    if len(frame) != meta.get("data", {}).get("n"):
+        return None
+    return frame, meta
+
+
+def write_attention(folder, frame: pd.DataFrame, meta: dict) -> None:
+    folder = Path(folder)
+    (folder / ATTENTION_META).unlink(missing_ok=True)
+    write_parquet(frame, folder / ATTENTION)
+    atomic_write_json(folder / ATTENTION_META, {**meta, "format": ATTENTION_FORMAT})
+
+
+def read_attention(folder) -> tuple[pd.DataFrame, dict] | None:
+    folder = Path(folder)
+    try:
+        meta = json.loads((folder / ATTENTION_META).read_text(encoding="utf-8"))
+        if meta.get("format") != ATTENTION_FORMAT:
+            return None
+        return pd.read_parquet(folder / ATTENTION), meta
+    except (OSError, ValueError):
+        return None
+
+
+def prune(checkpoint, keep: int = KEEP) -> None:
+    """Drop all but the ``keep`` newest evaluations of this checkpoint (by meta.json mtime)."""
+    for root in roots(checkpoint):
+        if not root.is_dir():
+            continue
+        done = [d for d in root.iterdir() if (d / META).is_file()]
+        done.sort(key=lambda d: (d / META).stat().st_mtime, reverse=True)
+        for d in done[keep:]:
+            shutil.rmtree(d, ignore_errors=True)

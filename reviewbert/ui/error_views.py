@@ -1,0 +1,598 @@
+"""The Error analysis page's components: choose reviews, evaluate them once, then the
+overview, the misclassification browser, label issues, per-rating attention, the
+comparison with another checkpoint and the exports.
+
+They only draw. Predictions come from ``reviewbert.analysis`` (computed through
+``reviewbert.evaluate`` and cached beside the checkpoint), figures from
+``reviewbert.analysis.figures`` and ``reviewbert.figures``, and a browsed review is
+drawn with the Predict page's own components (``ui/views.py``).
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from .. import attention as A
+from .. import datafiles as D
+from .. import figures as F
+from ..analysis import breakdown as B
+from ..analysis import figures as AF
+from ..analysis import lookup, predict_split
+from ..analysis import word_attention as W
+from ..analysis.calibration import reliability
+from ..analysis.compare import compare
+from ..analysis.intervals import metric_intervals
+from ..analysis.label_issues import find_issues
+from ..analysis.predictions import export_frame, planned_reviews
+from ..analysis.sources import CACHE_MAX_REVIEWS, all_reviews, describe, describe_test_split
+from ..data import DataError
+from ..evaluate import resolve_precision
+from ..examples import Review
+from ..labels import get_scheme
+from ..model import list_checkpoints, load_checkpoint
+from ..report import CLEAN_CAVEAT, METRIC_NAMES, ReportInputs, build_report, fmt_metric
+from . import checkpoints as C
+from . import explain_views as X
+from . import predict_panel as P
+from . import state as S
+from . import views as V
+
+TABS = ("Overview", "Errors", "Label issues", "Per-rating attention", "Compare", "Export")
+SOURCES = ("test split", "data file", "upload")
+SORTS = {"star distance": "largest star distance first",
+         "confidence when wrong": "most confident mistakes first",
+         "longest": "longest first", "shortest": "shortest first",
+         "split order": "as in the split"}
+TEXT_PREVIEW = 160
+EXPECTED_RATE = 150   # reviews/s shown before the first evaluation (2-core CPU, MiniLM, bf16)
+
+
+@dataclass
+class Choice:
+    """The reviews chosen for evaluation."""
+    reviews: list                 # objects with .text, .stars, .source
+    source: dict                  # description (analysis.sources)
+    key: str                      # identifies checkpoint + reviews in session state
+
+
+# ------------------------------------------------------------------ loading
+@st.cache_resource(max_entries=2, show_spinner="Loading the checkpoint for bulk evaluation…")
+def load_eval_model(path: str, stamp: float):
+    """The checkpoint with PyTorch's fused (sdpa) attention, for whole-split passes; the
+    Predictor's eager model (needed for attention weights) is for the attention pass."""
+    model, tok, _ = load_checkpoint(path)
+    return model, tok
+
+
+@st.cache_data(max_entries=4, show_spinner="Reading every review of the file…")
+def file_reviews(path: str, stamp: float, labels: int, meta_data: dict | None):
+    """(reviews or None, description, why not) for every unique review of one file."""
+    try:
+        report, chunks, desc = all_reviews([path], get_scheme(labels), {"data": meta_data or {}})
+    except DataError as e:
+        return None, {}, str(e).splitlines()[0][:300]
+    if report.unique_texts > CACHE_MAX_REVIEWS:
+        return None, desc, (f"{report.unique_texts:,} reviews is more than the page holds "
+                            f"({CACHE_MAX_REVIEWS:,}); use `python -m reviewbert evaluate "
+                            f"--split all --data {path} --save-predictions out.parquet`")
+    reviews = [Review(e.text, int(e.stars), e.source) for chunk in chunks for e in chunk]
+    if not reviews:
+        return None, desc, "no usable review in this file"
+    return reviews, desc, ""
+
+
+def _save_upload():
+    f = st.session_state.get(S.ERR_UPLOAD)
+    if f is None:
+        return
+    try:
+        st.session_state[S.ERR_UPLOADED] = str(D.save_upload(f.name, f.getvalue()))
+    except D.UploadError as e:
+        st.session_state[S.ERR_UPLOADED] = None
+        st.session_state[S.ERR_UPLOAD_ERROR] = f"Upload **{f.name}** not kept: {e}"
+
+
+def pick_data(info, predictor) -> Choice | None:
+    """Which reviews: the checkpoint's own test split, a data file, or an upload."""
+    test, why = P.load_test_reviews(str(info.path), P.mtime(info.path))
+    options = list(SOURCES) if test is not None else list(SOURCES[1:])
+    labels = {"test split": "this checkpoint's test split", "data file": "a data file",
+              "upload": "an uploaded file"}
+    kind = st.radio("Reviews to evaluate", options, key=S.ERR_SOURCE, horizontal=True,
+                    format_func=labels.get)
+    if test is None:
+        st.caption(f"This checkpoint's test split is not available: {why}")
+    stamp = P.mtime(info.path)
+    base = f"{info.path}:{stamp}:{predictor.max_length}"
+    if kind == "test split":
+        return Choice(test, describe_test_split(info.meta), f"{base}:test")
+    if kind == "data file":
+        files = [str(p) for p in D.list_data_files()]
+        if not files:
+            st.warning(f"No review files in `{D.data_dir()}` or `{D.uploads_dir()}`.")
+            return None
+        path = st.selectbox("Data file", files, key=S.ERR_FILE, format_func=lambda p: Path(p).name)
+    else:
+        st.file_uploader("Review file (CSV/TSV, JSON lines or JSON array, optionally gzipped)",
+                         type=["csv", "tsv", "json", "jsonl", "gz"], key=S.ERR_UPLOAD,
+                         on_change=_save_upload,
+                         help=f"At most {D.MAX_UPLOAD_BYTES >> 20} MB; kept in `{D.uploads_dir()}`.")
+        err = st.session_state.pop(S.ERR_UPLOAD_ERROR, None)
+        if err:
+            st.error(err)
+        path = st.session_state.get(S.ERR_UPLOADED)
+        if not path:
+            return None
+    reviews, desc, why = file_reviews(path, Path(path).stat().st_mtime, info.scheme.num_labels,
+                                      info.meta.get("data"))
+    if reviews is None:
+        st.error(f"`{Path(path).name}`: {why}")
+        return None
+    return Choice(reviews, desc, f"{base}:{path}:{Path(path).stat().st_mtime}")
+
+
+# ------------------------------------------------------------------ evaluation
+class StreamlitProgress:
+    """``progress(n)`` callback drawing st.progress with reviews/s and the time left."""
+
+    def __init__(self, total: int, what: str):
+        self.total, self.what, self.done = max(total, 1), what, 0
+        self.t0 = time.perf_counter()
+        self.bar = st.progress(0.0, text=f"{what}: starting…")
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        elapsed = time.perf_counter() - self.t0
+        rate = self.done / elapsed if elapsed > 0 else 0.0
+        left = (self.total - self.done) / rate if rate > 0 else float("nan")
+        self.bar.progress(min(1.0, self.done / self.total),
+                          text=f"{self.what}: {self.done:,} / {self.total:,} reviews · "
+                               f"{rate:,.0f} reviews/s · about {_seconds(left)} left")
+
+    def close(self) -> None:
+        self.bar.empty()
+
+
+def _seconds(s: float) -> str:
+    if not np.isfinite(s):
+        return "? s"
+    if s < 5:
+        return "a few seconds"
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
+
+
+def _evaluate(info, choice: Choice, what: str):
+    model, tok = load_eval_model(str(info.path), P.mtime(info.path))
+    precision = resolve_precision("auto", model.device)
+    progress = StreamlitProgress(planned_reviews(len(choice.reviews), precision), what)
+    try:
+        return predict_split(model, tok, info.path, choice.reviews, info.scheme,
+                             max_length=_max_length(info), precision=precision,
+                             progress=progress, source=choice.source)
+    finally:
+        progress.close()
+
+
+def _max_length(info) -> int:
+    return P.load_predictor(str(info.path), P.mtime(info.path)).max_length
+
+
+def evaluation(info, choice: Choice):
+    """The predictions for the chosen reviews: from the cache, or computed on request."""
+    preds = lookup(info.path, choice.reviews, info.scheme, _max_length(info))
+    kept = st.session_state.get(S.ERR_RESULT)
+    if preds is None and kept and kept[0] == choice.key:
+        preds = kept[1]                     # computed, but there was nowhere to cache it
+    if preds is None and st.session_state.get(S.ERR_RUN) == choice.key:
+        preds = _evaluate(info, choice, f"Evaluating {info.name}")
+        if preds.folder is None:
+            st.session_state[S.ERR_RESULT] = (choice.key, preds)
+    if preds is None:
+        n = len(choice.reviews)
+        st.info(f"**{n:,} reviews** ({describe(choice.source)}) have not been evaluated by this "
+                f"checkpoint yet. One batched pass takes about {_seconds(n / EXPECTED_RATE)} on "
+                "a 2-core CPU; the predictions are then saved beside the checkpoint, so the next "
+                "visit (and `python -m reviewbert evaluate`) reads them instead.")
+        if st.button(f"Evaluate {n:,} reviews", type="primary", key="err_evaluate"):
+            st.session_state[S.ERR_RUN] = choice.key
+            st.rerun()
+        return None
+    check = preds.meta.get("fp32_check")
+    line = (f"{preds.n:,} reviews · {describe(choice.source)} · forward pass in "
+            f"{preds.meta.get('precision')}")
+    if check:
+        line += (f" (bf16 and fp32 agree on {check['agree']} of {check['n']} re-scored "
+                 f"reviews, {check['agree'] / check['n']:.1%})")
+    if preds.folder is not None:
+        line += f" · cached in `{preds.folder}`"
+    st.caption(line)
+    return preds
+
+
+# ------------------------------------------------------------------ derived (cached)
+def _key(preds) -> str:
+    return f"{preds.meta.get('key')}:{preds.meta.get('checkpoint', {}).get('sha256')}:{preds.n}"
+
+
+@st.cache_data(max_entries=8, show_spinner="Bootstrapping the intervals…")
+def _intervals(key: str, _preds):
+    return metric_intervals(_preds.y, _preds.probs, _preds.scheme.num_labels)
+
+
+@st.cache_data(max_entries=8, show_spinner="Running cleanlab…")
+def _issues(key: str, _preds):
+    try:
+        return find_issues(_preds), ""
+    except ValueError as e:
+        return None, str(e)
+
+
+def _metrics_frame(m: dict, iv: dict | None = None) -> pd.DataFrame:
+    rows = []
+    for k, name in METRIC_NAMES.items():
+        if m.get(k) is None:
+            continue
+        i = (iv or {}).get(k)
+        rows.append({"metric": name, "value": fmt_metric(k, m[k]),
+                     "95% interval": "n/a" if i is None else f"{fmt_metric(k, i.low)} – {fmt_metric(k, i.high)}"})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ overview
+def overview(preds) -> None:
+    """Metrics with intervals, per class, ROC, calibration, length."""
+    names = preds.names
+    st.subheader("Metrics, with 95 % bootstrap intervals")
+    st.dataframe(_metrics_frame(preds.metrics(), _intervals(_key(preds), preds)),
+                 hide_index=True, width="content")
+    st.caption("Percentile bootstrap over reviews (1,000 resamples; 300 for AUC). Two "
+               "checkpoints whose intervals overlap widely are not shown to differ.")
+    st.subheader("Per class")
+    st.dataframe(B.per_class(preds.y, preds.pred, names), hide_index=True, width="content",
+                 column_config={c: st.column_config.NumberColumn(format="%.3f")
+                                for c in ("precision", "recall", "f1")})
+    figs = {"roc": AF.roc_figure(B.roc_curves(preds.y, preds.probs, names)),
+            "calibration": AF.reliability_figure(reliability(preds.y, preds.probs))}
+    c1, c2 = st.columns(2)
+    with c1:
+        st.plotly_chart(figs["roc"], key="err_roc")
+    with c2:
+        st.plotly_chart(figs["calibration"], key="err_calibration")
+    st.subheader("Accuracy by review length")
+    figs["length"] = AF.length_figure(B.length_bins(preds.n_tokens, preds.correct,
+                                                    preds.meta.get("max_length")))
+    st.plotly_chart(figs["length"], key="err_length")
+    st.markdown("**What the seed's filter changes.** The seed dropped reviews under 100 tokens "
+                "before training and testing:")
+    sf = B.seed_filter(preds.y, preds.probs, preds.n_tokens, names)
+    st.dataframe(sf, hide_index=True, column_config={
+        "share": st.column_config.NumberColumn(format="percent"),
+        "accuracy": st.column_config.NumberColumn(format="percent"),
+        "relaxed_accuracy": st.column_config.NumberColumn("relaxed accuracy", format="percent"),
+        "auc": st.column_config.NumberColumn(format="%.3f"),
+        "loss": st.column_config.NumberColumn(format="%.3f")})
+
+
+# ------------------------------------------------------------------ errors: confusion + browser
+def _cell_clicked():
+    sel = st.session_state.get(S.ERR_CONFUSION)
+    points = (sel or {}).get("selection", {}).get("points") or []
+    names = st.session_state.get(S.ERR_NAMES) or []
+    if not points or not names:
+        return
+    true, pred = int(points[0]["y"]), int(points[0]["x"])
+    st.session_state[S.ERR_TRUE] = [names[true]]
+    st.session_state[S.ERR_PRED] = [names[pred]]
+    st.session_state[S.ERR_ONLY_WRONG] = true != pred
+
+
+def confusion(preds):
+    names = preds.names
+    st.session_state[S.ERR_NAMES] = names
+    fig = AF.confusion_figure(B.confusion(preds.y, preds.pred, len(names)), names,
+                              title="Confusion matrix: count and share of the true class")
+    st.plotly_chart(fig, key=S.ERR_CONFUSION, on_select=_cell_clicked, selection_mode="points",
+                    config={"displayModeBar": False}, width="content")
+    st.caption("Colour: share of the true class's reviews (row-normalised); each cell also "
+               "shows the count. Click a cell to list those reviews below.")
+    return fig
+
+
+def filtered(preds, true: list[str], pred: list[str], only_wrong: bool, sort: str,
+             search: str) -> pd.DataFrame:
+    """The browser's table: rows of the split matching the filters, in the chosen order."""
+    names = preds.names
+    f = preds.frame
+    mask = np.ones(preds.n, dtype=bool)
+    if true:
+        mask &= np.isin(preds.y, [names.index(n) for n in true])
+    if pred:
+        mask &= np.isin(preds.pred, [names.index(n) for n in pred])
+    if only_wrong:
+        mask &= ~preds.correct
+    if search.strip():
+        mask &= f["text"].str.contains(search.strip(), case=False, regex=False).to_numpy()
+    rows = np.flatnonzero(mask)
+    dist = np.abs(preds.y - preds.pred)[rows]
+    conf = preds.confidence[rows]
+    toks = preds.n_tokens[rows]
+    order = {"star distance": np.lexsort((-conf, -dist)),
+             "confidence when wrong": np.lexsort((-dist, -conf)),
+             "longest": np.argsort(-toks, kind="stable"),
+             "shortest": np.argsort(toks, kind="stable")}.get(sort, np.arange(len(rows)))
+    rows = rows[order]
+    text = f["text"].to_numpy()[rows]
+    return pd.DataFrame({
+        "row": rows, "true": [names[i] for i in preds.y[rows]],
+        "predicted": [names[i] for i in preds.pred[rows]],
+        "confidence": preds.confidence[rows], "distance": np.abs(preds.y - preds.pred)[rows],
+        "tokens": preds.n_tokens[rows],
+        "text": [t if len(t) <= TEXT_PREVIEW else t[:TEXT_PREVIEW] + "…" for t in text]})
+
+
+def browser(preds, predictor):
+    names = preds.names
+    st.subheader("Misclassified reviews")
+    c1, c2, c3, c4 = st.columns([1.2, 1.2, 1, 1.2])
+    true = c1.multiselect("True rating", names, key=S.ERR_TRUE, placeholder="any")
+    pred = c2.multiselect("Predicted rating", names, key=S.ERR_PRED, placeholder="any")
+    sort = c4.selectbox("Sort by", list(SORTS), key=S.ERR_SORT, format_func=SORTS.get)
+    st.session_state.setdefault(S.ERR_ONLY_WRONG, True)   # not value=: a cell click sets it
+    only_wrong = c3.checkbox("Only misclassified", key=S.ERR_ONLY_WRONG)
+    search = st.text_input("Search the text", key=S.ERR_SEARCH, placeholder="e.g. battery")
+    table = filtered(preds, true, pred, only_wrong, sort, search)
+    st.caption(f"{len(table):,} of {preds.n:,} reviews. Select a row to see its prediction and "
+               "every attention view of the Predict page.")
+    # a new key per filter: a row selected under other filters must not pick another review
+    sig = hashlib.sha1(repr((true, pred, only_wrong, sort, search)).encode()).hexdigest()[:10]
+    event = st.dataframe(table, key=f"{S.ERR_TABLE}_{sig}", hide_index=True, height=320,
+                         on_select="rerun", selection_mode="single-row",
+                         column_order=("true", "predicted", "confidence", "distance", "tokens",
+                                       "text"),
+                         column_config={"confidence": st.column_config.NumberColumn(format="%.2f"),
+                                        "text": st.column_config.TextColumn(width="large")})
+    picked = (event.selection.rows if event is not None else []) or []
+    if not picked:
+        return
+    review(preds, predictor, int(table["row"].iloc[picked[0]]))
+
+
+def review(preds, predictor, row: int):
+    """One review of the split with the Predict page's card and attention views."""
+    f = preds.frame.iloc[row]
+    text, stars = str(f["text"]), int(f["stars"])
+    pred = predictor.predict(text)          # exact fp32, with attentions, like the main page
+    st.divider()
+    V.prediction_card(pred, stars, f"{describe((preds.meta.get('data') or {}).get('source') or {})}"
+                                   f", row {row}")
+    if st.button("Open this review on the Predict page", key="err_send"):
+        S.send_review(text, stars, "error analysis")
+        st.switch_page(S.PREDICT_PAGE)
+    st.header("What BERT attends to")
+    controls = V.attention_controls(pred)
+    V.cls_layers_view(pred, controls)
+    V.heads_view(pred, controls)
+    V.bertviz_view(pred, controls, key=S.ERR_HV_WINDOW)
+    V.highlight_view(pred, controls)
+    X.which_words_mattered(predictor, pred, key_prefix=S.ERR_WW_PREFIX, controls=controls)
+
+
+# ------------------------------------------------------------------ label issues
+def label_issues(preds) -> None:
+    st.subheader("Label issues (cleanlab)")
+    st.caption("cleanlab's `find_label_issues` ranks the reviews whose given rating is probably "
+               "wrong, from the model's held-out probabilities on reviews it never trained on; "
+               "the label-quality score is low when the given rating is doubtful. Amazon "
+               "ratings are noisy: this tells \"the model is wrong\" from \"the rating is wrong\".")
+    issues, why = _issues(_key(preds), preds)
+    if issues is None:
+        st.warning(f"cleanlab cannot run on these reviews: {why}")
+        return
+    st.markdown(f"cleanlab flags **{issues.count:,} of {issues.n:,} reviews** "
+                f"({issues.count / max(issues.n, 1):.1%}).")
+    m_all, m_clean = issues.metrics_all, issues.metrics_clean
+    side = pd.DataFrame({"metric": ["reviews", *METRIC_NAMES.values()],
+                         "all reviews": [m_all["n"], *(fmt_metric(k, m_all.get(k)) for k in METRIC_NAMES)],
+                         "without the flagged ones": [m_clean["n"], *(fmt_metric(k, m_clean.get(k))
+                                                                      for k in METRIC_NAMES)]})
+    st.dataframe(side.astype(str), hide_index=True, width="content")
+    st.caption(CLEAN_CAVEAT)
+    table = issues.table(preds)
+    event = st.dataframe(table.drop(columns=["row"]), key=S.ERR_ISSUES_TABLE, hide_index=True,
+                         height=360, on_select="rerun", selection_mode="single-row",
+                         column_config={"text": st.column_config.TextColumn(width="large")})
+    picked = (event.selection.rows if event is not None else []) or []
+    if picked:
+        r = table.iloc[picked[0]]
+        st.markdown(f"**Given {r['given rating']}, predicted {r['predicted']}** "
+                    f"(label quality {r['label quality']:.3f})")
+        st.text(r["text"])
+        if st.button("Open this review on the Predict page", key="err_issue_send"):
+            S.send_review(r["text"], int(preds.frame["stars"].iloc[int(r["row"])]), "label issue")
+            st.switch_page(S.PREDICT_PAGE)
+
+
+# ------------------------------------------------------------------ per-rating attention
+def rating_attention(preds, predictor) -> None:
+    """The per-rating word charts and one example heatmap per rating."""
+    st.subheader("What BERT attends to, per rating, over the whole split")
+    st.caption("For each rating: the words with the highest mean [CLS] attention (mean of "
+               "heads) in one layer. A word's attention in a review sums its WordPieces; its "
+               "score is the mean over the reviews that contain it.")
+    att = _word_attention_if_ready(preds, predictor)
+    if att is None:
+        return
+    layers = len(W.layer_columns_of(att))
+    c1, c2, c3, c4 = st.columns(4)
+    layer = c1.selectbox("Layer", list(range(layers)), index=max(0, layers - 2),
+                         format_func=lambda i: f"layer {i + 1}", key=S.ERR_ATT_LAYER,
+                         help="The seed found the second-to-last layer the most telling.")
+    by = c2.radio("Group by", ["true rating", "predicted rating"], key=S.ERR_ATT_BY)
+    min_count = c3.number_input("Min. reviews per word", 1, 1000, 5, key=S.ERR_ATT_MIN)
+    hide = c4.checkbox("Hide stop-words and punctuation", value=True, key=S.ERR_ATT_HIDE)
+    classes = preds.y if by == "true rating" else preds.pred
+    tops = W.top_words(att, classes, layer, preds.scheme.num_labels, min_count=int(min_count),
+                       hide_stopwords=hide)
+    st.plotly_chart(AF.rating_words_figure(tops, preds.names, layer, by), key="err_rating_words")
+    st.subheader("One example per rating")
+    st.caption("The most confident correct prediction of each rating, drawn like the seed's "
+               "figures: [CLS] → word attention in the last layers (exact fp32 pass).")
+    for c, row in W.example_rows(preds).items():
+        if row is None:
+            st.caption(f"{preds.names[c]}: no correct prediction to show.")
+            continue
+        pred = predictor.predict(str(preds.frame["text"].iloc[row]))
+        view = A.cls_view(pred, level="word", include_special=False)
+        title = f"{preds.names[c]}: predicted {pred.label} ({pred.probs[pred.label_id]:.0%})"
+        st.plotly_chart(F.cls_heatmap(view, title=title, wrap=V.HEATMAP_WRAP),
+                        key=f"err_example_{c}")
+
+
+def _word_attention_if_ready(preds, predictor):
+    att = _cached_attention(preds)
+    if att is not None:
+        return att
+    if st.session_state.get(S.ERR_ATT_RUN) == _key(preds):
+        progress = StreamlitProgress(preds.n, "Per-rating attention")
+        try:
+            return W.word_attention(preds, predictor.model, predictor.tokenizer,
+                                    progress=progress)
+        finally:
+            progress.close()
+    st.info(f"This needs one more batched pass over the {preds.n:,} reviews, with attention "
+            "weights (about twice as long as the evaluation); it is cached with the predictions.")
+    if st.button("Compute per-rating attention", type="primary", key="err_att_button"):
+        st.session_state[S.ERR_ATT_RUN] = _key(preds)
+        st.rerun()
+    return None
+
+
+# ------------------------------------------------------------------ compare
+def compare_section(preds, info, choice: Choice) -> None:
+    st.subheader("Compare with another checkpoint on the same reviews")
+    others = [i for i in list_checkpoints(C.checkpoints_root())
+              if i.path != info.path and i.scheme == info.scheme]
+    if not others:
+        st.info("No other checkpoint with the same labels to compare with.")
+        return
+    by_path = {str(i.path): i for i in others}
+    choice_b = st.selectbox("Other checkpoint", list(by_path), key=S.ERR_COMPARE,
+                            format_func=lambda p: by_path[p].name)
+    other = by_path[choice_b]
+    preds_b = lookup(other.path, choice.reviews, other.scheme, _max_length(info))
+    if preds_b is None:
+        run_key = f"{choice.key}|{other.path}"
+        if st.session_state.get(S.ERR_COMPARE_RUN) == run_key:
+            preds_b = _evaluate(other, choice, f"Evaluating {other.name}")
+        else:
+            if st.button(f"Evaluate {other.name} on these {preds.n:,} reviews",
+                         key="err_compare_button"):
+                st.session_state[S.ERR_COMPARE_RUN] = run_key
+                st.rerun()
+            return
+    cmp = compare(preds, preds_b)
+    st.dataframe(pd.DataFrame({
+        "metric": ["reviews", *METRIC_NAMES.values()],
+        info.name: [cmp.metrics_a["n"], *(fmt_metric(k, cmp.metrics_a.get(k)) for k in METRIC_NAMES)],
+        other.name: [cmp.metrics_b["n"], *(fmt_metric(k, cmp.metrics_b.get(k)) for k in METRIC_NAMES)],
+    }).astype(str), hide_index=True, width="content")
+    t = cmp.test
+    verdict = ("a real difference at the 5 % level" if t.p_exact < 0.05
+               else "no evidence of a difference at the 5 % level")
+    st.markdown(f"**McNemar's test:** {t.b:,} reviews only **{info.name}** gets right, {t.c:,} only "
+                f"**{other.name}** gets right; exact p = {t.p_exact:.3g}"
+                + (f" (chi-square {t.chi2:.2f}, p = {t.p_chi2:.3g})" if t.chi2 is not None else "")
+                + f": {verdict}.")
+    st.caption("Exact binomial test on the reviews the two disagree about (scipy; statsmodels' "
+               "mcnemar is not installed).")
+    for title, rows in ((f"Right by {info.name}, wrong by {other.name}", cmp.only_a),
+                        (f"Right by {other.name}, wrong by {info.name}", cmp.only_b)):
+        with st.expander(f"{title} ({len(rows):,})"):
+            f = preds.frame.iloc[rows]
+            st.dataframe(pd.DataFrame({
+                "true": [preds.names[i] for i in f["label"]],
+                info.name: [preds.names[i] for i in preds.pred[rows]],
+                other.name: [preds.names[i] for i in preds_b.pred[rows]],
+                "text": f["text"].to_numpy()}), hide_index=True)
+
+
+# ------------------------------------------------------------------ exports
+def page_figures(preds) -> dict:
+    """The page's figures with default settings, by name (for the export tab)."""
+    names = preds.names
+    figs = {"confusion": AF.confusion_figure(B.confusion(preds.y, preds.pred, len(names)), names),
+            "roc": AF.roc_figure(B.roc_curves(preds.y, preds.probs, names)),
+            "calibration": AF.reliability_figure(reliability(preds.y, preds.probs)),
+            "length": AF.length_figure(B.length_bins(preds.n_tokens, preds.correct,
+                                                     preds.meta.get("max_length")))}
+    att = _cached_attention(preds)
+    if att is not None:
+        layer = max(0, len(W.layer_columns_of(att)) - 2)
+        figs["rating_words"] = AF.rating_words_figure(
+            W.top_words(att, preds.y, layer, len(names)), names, layer)
+    return figs
+
+
+def _cached_attention(preds):
+    from ..analysis import cache
+    got = cache.read_attention(preds.folder) if preds.folder is not None else None
+    return None if got is None else got[0]
+
+
+def exports(preds, info, predictor):
+    st.subheader("Predictions")
+    st.download_button("Predictions CSV", lambda: export_frame(preds).to_csv(index=False),
+                       "predictions.csv", "text/csv", key="err_dl_csv", on_click="ignore",
+                       help="text, true and predicted rating, every class probability, "
+                            "token count")
+    st.subheader("The whole page as one HTML file")
+    st.caption("Metrics with intervals, confusion matrix, ROC, calibration, per-rating "
+               "attention (once computed) and the top label issues; opens offline.")
+    built = st.session_state.get(S.ERR_REPORT)
+    if built and built[0] == _key(preds):
+        st.download_button("Download the report", built[1], "error_analysis.html", "text/html",
+                           key="err_dl_report", on_click="ignore")
+    elif st.button("Build the HTML report", key="err_build_report"):
+        with st.spinner("Building the report…"):
+            st.session_state[S.ERR_REPORT] = (_key(preds), build_report(
+                report_inputs(preds, info, predictor)))
+        st.rerun()
+    st.subheader("Figures")
+    figs = page_figures(preds)
+    name = st.selectbox("Figure", list(figs), key=S.ERR_FIG)
+    fig = figs[name]
+    c1, c2 = st.columns(2)
+    c1.download_button("HTML (interactive, offline)",
+                       lambda: fig.to_html(include_plotlyjs=True, full_html=True),
+                       f"{name}.html", "text/html", key="err_dl_fig_html", on_click="ignore")
+    png = st.session_state.get(S.ERR_PNG)
+    if png and png[0] == f"{_key(preds)}:{name}":
+        c2.download_button("PNG", png[1], f"{name}.png", "image/png", key="err_dl_png",
+                           on_click="ignore")
+    elif c2.button("Render PNG", key="err_make_png",
+                   help="Rendered with kaleido in a headless Chromium (a few seconds)"):
+        try:
+            with st.spinner("Rendering PNG…"):
+                st.session_state[S.ERR_PNG] = (f"{_key(preds)}:{name}", V._png_bytes(fig))
+            st.rerun()
+        except Exception as e:  # noqa: BLE001 - any kaleido/Chrome failure: say so
+            st.warning(f"PNG export is not available here ({type(e).__name__}: {e}).")
+
+
+def report_inputs(preds, info, predictor) -> ReportInputs:
+    """What the HTML report draws, from what the page has computed (attention if cached)."""
+    inputs = ReportInputs(preds, info.name, intervals=_intervals(_key(preds), preds),
+                          issues=_issues(_key(preds), preds)[0])
+    att = _cached_attention(preds)
+    if att is not None:
+        inputs.layer = max(0, len(W.layer_columns_of(att)) - 2)
+        inputs.word_tops = W.top_words(att, preds.y, inputs.layer, preds.scheme.num_labels)
+        inputs.examples = {c: predictor.predict(str(preds.frame["text"].iloc[r]))
+                           for c, r in W.example_rows(preds).items() if r is not None}
+    return inputs
