@@ -5,7 +5,7 @@ PY    := $(VENV)/bin/python
 REQ_HASH := $(shell sha1sum requirements.txt | cut -c1-12)
 STAMP := $(VENV)/.installed-$(REQ_HASH)
 
-.PHONY: run test setup browser bench demo-checkpoint clean-venv
+.PHONY: run test fuzz setup browser bench demo-checkpoint clean-venv
 
 setup: $(STAMP)
 
@@ -25,6 +25,12 @@ browser:
 
 test: setup browser
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Thousands of generated bad inputs per property (tests marked `fuzz`; `make test` runs a
+# few dozen of each). More: make fuzz REVIEWBERT_FUZZ_EXAMPLES=10000
+fuzz: setup
+	REVIEWBERT_FUZZ_EXAMPLES=$(or $(REVIEWBERT_FUZZ_EXAMPLES),1500) \
+	  $(PY) -m pytest -m fuzz --hypothesis-show-statistics $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) bench/ingest.py

@@ -502,10 +502,7 @@ def _weight_names(folder: Path) -> list[str]:
     for f in sorted(folder.glob("*.safetensors")):
         with safe_open(str(f), "pt") as st:
             names.extend(st.keys())
-    if not names:
-        for f in sorted(folder.glob("pytorch_model*.bin")):
-            names.extend(torch.load(f, map_location="meta", weights_only=True, mmap=True).keys())
-    return names
+    return names  # pickle weights (pytorch_model.bin) are never opened, not even to list them
 
 
 def mlm_status(base_model: str | None) -> MlmStatus:
@@ -523,6 +520,9 @@ def mlm_status(base_model: str | None) -> MlmStatus:
     except Exception as e:  # noqa: BLE001 - unreadable weights: say so, do not fail the page
         return MlmStatus(False, f"the base model's weights in `{folder}` could not be read "
                                 f"({type(e).__name__}).")
+    if not names:
+        return MlmStatus(False, f"the base model in `{folder}` has no .safetensors weights "
+                                "(ReviewBERT never loads pickle files such as pytorch_model.bin).")
     if not any(n.startswith(("cls.predictions.", "predictions.")) for n in names):
         return MlmStatus(False, f"the base model `{base_model}` has no masked-language-model "
                                 "head (its pre-training head was not kept), so it cannot fill "
@@ -536,7 +536,8 @@ def load_mlm(path: str):
     (not HF_HUB_OFFLINE: setting it would also stop the Train page fetching a base model)."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
     tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    model = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)
+    model = AutoModelForMaskedLM.from_pretrained(path, local_files_only=True, use_safetensors=True,
+                                                 dtype=torch.float32)
     return model.eval(), tok
 
 

@@ -10,7 +10,8 @@ Two folders:
 
 An upload is stored under a sanitised name (letters, digits, ``._-``; no path,
 no leading dot, a known review-file extension), never outside the uploads
-folder, at most :data:`MAX_UPLOAD_BYTES`, written atomically, and read once
+folder, at most :data:`MAX_UPLOAD_BYTES` (and, gzipped, at most
+:data:`MAX_UPLOAD_EXPANDED` decompressed), written atomically, and read once
 before it is kept: a file the readers reject is deleted again and the reason
 is returned to the user.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -31,6 +33,10 @@ EXTENSIONS = (".json", ".jsonl", ".csv", ".tsv", ".json.gz", ".jsonl.gz", ".csv.
 MAX_UPLOAD_BYTES = 50 << 20
 """Matches .streamlit/config.toml's server.maxUploadSize (MB); checked here again,
 because a caller other than Streamlit's uploader must not bypass it."""
+MAX_UPLOAD_EXPANDED = 1 << 30
+"""A gzipped upload may expand to at most this (1 GiB; a 50 MB upload of review
+text is ~500 MB). Checked by streaming before the upload is kept, on top of the
+readers' own compression-bomb guard (100x)."""
 
 
 class UploadError(ValueError):
@@ -63,13 +69,19 @@ def list_data_files(*folders: Path) -> list[Path]:
 def safe_name(name: str) -> str:
     """A file name that cannot leave its folder or hide: the base name, plain characters."""
     name = (name or "").replace("\x00", "").replace("\\", "/").split("/")[-1].strip()
-    stem_ext = re.sub(r"[^A-Za-z0-9._-]+", "_", name).lstrip("._-")
-    if not stem_ext:
-        raise UploadError("the file has no usable name")
-    if not is_review_file(stem_ext):
-        raise UploadError(f"{name!r} is not a review file: use one of "
+    plain = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    if not is_review_file(plain.lstrip("._-")):
+        if not plain.strip("._-"):
+            raise UploadError("the file has no usable name")
+        raise UploadError(f"{name[:200]!r} is not a review file: use one of "
                           f"{', '.join(EXTENSIONS)}")
-    return stem_ext[-120:] if len(stem_ext) > 120 else stem_ext
+    stem, ext = _split_ext(plain)
+    # a long name is cut in its stem, so it keeps its extension and cannot end up
+    # hidden (".....csv") or empty
+    stem = stem[:100].lstrip("._-")
+    if not stem:
+        raise UploadError("the file has no usable name")
+    return stem + ext
 
 
 def save_upload(name: str, content: bytes, folder: Path | None = None,
@@ -96,16 +108,25 @@ def save_upload(name: str, content: bytes, folder: Path | None = None,
         dest = folder / f"{stem}-{digest}{ext}"
     if dest.resolve().parent != folder.resolve():  # belt and braces: safe_name already ensures it
         raise UploadError("refusing a name that points outside the uploads folder")
-    tmp = folder / f".{dest.name}.upload.tmp"
-    with open(tmp, "wb") as f:
-        f.write(content)
-        f.flush()
-        os.fsync(f.fileno())
+    # a private temporary name: two sessions uploading the same name at once must
+    # not write into one file (mkstemp: O_EXCL, mode 0600, never a symlink's target)
+    fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{dest.name}.", suffix=".upload.tmp")
+    tmp = Path(tmp_name)
     try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(content)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        # a gzip that expands too far (or is a bomb) is refused before any parsing
+        data.gzip_expanded_size(tmp, MAX_UPLOAD_EXPANDED)
         preview(tmp, n=3, name=dest.name)
     except DataError as e:
         tmp.unlink(missing_ok=True)
         raise UploadError(str(e).replace(str(tmp), dest.name)) from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, dest)
     return dest
 

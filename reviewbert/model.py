@@ -7,10 +7,12 @@ works on it with no ReviewBERT code at all.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,20 +82,18 @@ def load_for_training(base_model: str | None, scheme: LabelScheme,
     """A fresh sequence classifier (one Linear on the pooled [CLS]) on a base encoder."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     path = resolve_base_model(base_model)
+    if Path(path).is_dir():  # a local folder: say plainly if it has pickle weights only
+        check_weights(Path(path))
     try:
         tok = AutoTokenizer.from_pretrained(path)
+        # safetensors only, here too: a base model with only pytorch_model.bin is refused
         model = AutoModelForSequenceClassification.from_pretrained(
             path, num_labels=scheme.num_labels, id2label=scheme.id2label,
             label2id=scheme.label2id, attn_implementation=attn_implementation,
-            use_safetensors=_has_safetensors(path) or None)
+            use_safetensors=True)
     except OSError as e:
         raise CheckpointError(f"cannot load base model {base_model!r} ({path}): {e}") from e
     return model, tok
-
-
-def _has_safetensors(path: str) -> bool:
-    p = Path(path)
-    return p.is_dir() and any(p.glob("*.safetensors"))
 
 
 # ----------------------------------------------------------------------- checkpoints
@@ -114,7 +114,8 @@ class CheckpointInfo:
 
     @property
     def test_metrics(self) -> dict:
-        return (self.meta.get("best") or {}).get("test", {}) or {}
+        test = (self.meta.get("best") or {}).get("test")
+        return test if isinstance(test, dict) else {}
 
 
 def resolve_checkpoint(path: str | os.PathLike) -> Path:
@@ -133,30 +134,64 @@ def resolve_checkpoint(path: str | os.PathLike) -> Path:
         f"{p} is not a checkpoint: it has no config.json, and no best/ or last/ inside")
 
 
+def _read_json_object(path: Path, what: str) -> dict:
+    """A JSON object from ``path``; CheckpointError (one line) for anything else."""
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise CheckpointError(f"{path} is unreadable: {e.strerror or e}") from e
+    except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError
+        raise CheckpointError(f"{path} is not valid JSON ({what}): "
+                              f"{str(e).splitlines()[0][:200]}") from e
+    if not isinstance(d, dict):
+        raise CheckpointError(f"{path} is not a JSON object ({what})")
+    return d
+
+
 def read_meta(ckpt: Path) -> dict:
     """reviewbert.json, looked for beside the weights, then in the run folder."""
     for cand in (ckpt / META_FILE, ckpt.parent / META_FILE):
         if cand.exists():
-            try:
-                return json.loads(cand.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as e:
-                raise CheckpointError(f"{cand} is not valid JSON: {e}") from e
+            return _read_json_object(cand, "ReviewBERT's training record")
     return {}
 
 
+def _check_meta(path: Path, meta: dict, scheme: LabelScheme) -> None:
+    """The fields of reviewbert.json that loading and the pages rely on have the
+    right shape, and its label count agrees with config.json."""
+    for key in ("hyperparameters", "data", "best", "checkpoint"):
+        if meta.get(key) is not None and not isinstance(meta[key], dict):
+            raise CheckpointError(f"{path}/{META_FILE}: {key!r} must be a JSON object")
+    labels = meta.get("labels")
+    if labels is not None and labels != scheme.num_labels:
+        raise CheckpointError(f"{path}: {META_FILE} says {labels!r} labels but config.json "
+                              f"has {scheme.num_labels}: the files come from different models")
+    max_length = (meta.get("hyperparameters") or {}).get("max_length")
+    if max_length is not None and (type(max_length) is not int or not 8 <= max_length <= 8192):
+        raise CheckpointError(f"{path}/{META_FILE}: hyperparameters.max_length must be an "
+                              f"integer from 8 to 8192, got {max_length!r}")
+
+
 def checkpoint_info(path: str | os.PathLike) -> CheckpointInfo:
+    """What a checkpoint folder says about itself (config.json, reviewbert.json),
+    checked enough that the sidebar and the CLI can show it; CheckpointError if not.
+    The weights are checked by :func:`load_checkpoint`."""
     ckpt = resolve_checkpoint(path)
+    cfg = _read_json_object(ckpt / "config.json", "the model's config")
+    id2label = cfg.get("id2label")
+    if not isinstance(id2label, dict) or not id2label:
+        raise CheckpointError(f"{ckpt}/config.json has no id2label (label names): not a "
+                              "ReviewBERT classifier")
     try:
-        cfg = json.loads((ckpt / "config.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{ckpt}/config.json is unreadable: {e}") from e
-    if "id2label" not in cfg:
-        raise CheckpointError(f"{ckpt}/config.json has no id2label")
-    try:
-        scheme = scheme_from_id2label(cfg["id2label"])
-    except ValueError as e:
+        scheme = scheme_from_id2label(id2label)
+    except (ValueError, TypeError) as e:
         raise CheckpointError(f"{ckpt}: {e}") from e
+    num_labels = cfg.get("num_labels")
+    if num_labels is not None and num_labels != scheme.num_labels:
+        raise CheckpointError(f"{ckpt}/config.json: num_labels is {num_labels!r} but id2label "
+                              f"names {scheme.num_labels} labels")
     meta = read_meta(ckpt)
+    _check_meta(ckpt, meta, scheme)
     base = (meta.get("hyperparameters") or {}).get("base_model") or cfg.get("_name_or_path", "?")
     run_dir = ckpt.parent if (ckpt.parent / META_FILE).exists() and ckpt.name in ("best", "last") else None
     return CheckpointInfo(ckpt, run_dir, scheme, str(base), meta)
@@ -169,42 +204,113 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
     fp16/bf16 weights (the compact demo checkpoint) are upcast to fp32 on CPU.
     """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers.utils import logging as hf_logging
     info = checkpoint_info(path)
     ckpt = info.path
-    if not any(ckpt.glob("*.safetensors")):
-        raise CheckpointError(f"{ckpt} has no .safetensors weights (only safetensors are loaded)")
+    check_weights(ckpt, info.scheme)
     if not ((ckpt / "tokenizer.json").exists() or (ckpt / "vocab.txt").exists()):
         raise CheckpointError(f"{ckpt} has no tokenizer files: save the tokenizer with the model")
     device = device or pick_device()
     dtype = torch.float32 if device.type == "cpu" else None
+    # transformers logs a multi-line load report for a mismatch; the message below says it in one
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
     try:
         tok = AutoTokenizer.from_pretrained(ckpt)
-        model = AutoModelForSequenceClassification.from_pretrained(
+        # never trust_remote_code: a config's auto_map cannot run code from the folder
+        # ignore_mismatched_sizes only to list them: any mismatch is refused below
+        model, loading = AutoModelForSequenceClassification.from_pretrained(
             ckpt, use_safetensors=True, attn_implementation=attn_implementation,
-            dtype=dtype)
+            dtype=dtype, output_loading_info=True, ignore_mismatched_sizes=True)
     except Exception as e:  # noqa: BLE001 - any failure here is a broken checkpoint
-        raise CheckpointError(f"cannot load checkpoint {ckpt}: {type(e).__name__}: {e}") from e
+        why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        raise CheckpointError(f"cannot load checkpoint {ckpt}: {type(e).__name__}: {why}") from e
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    for key, problem in (("mismatched_keys", "do not have the shapes config.json gives"),
+                         ("missing_keys", "are missing from the weights")):
+        names = sorted(str(k[0] if isinstance(k, tuple) else k) for k in loading.get(key) or ())
+        if names:  # transformers would fill them with random numbers
+            raise CheckpointError(
+                f"{ckpt}: {len(names)} tensor(s) {problem} ({', '.join(names[:3])}"
+                f"{', ...' if len(names) > 3 else ''}): config.json and the weights do not match")
     model.to(device).eval()
     return model, tok, info
 
 
-def list_checkpoints(root: str | os.PathLike = "checkpoints") -> list[CheckpointInfo]:
-    """Every loadable checkpoint under ``root``, newest first; broken ones are skipped."""
+_PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")
+
+
+def check_weights(ckpt: Path, scheme: LabelScheme | None = None) -> None:
+    """The weights are safetensors (never pickle), whole, and fit the label count.
+
+    Reads only the safetensors headers (a few KB): a truncated file, a pickle-only
+    folder and a classifier with the wrong number of rows each get a one-line
+    CheckpointError here, before transformers sees them.
+    """
+    from safetensors import SafetensorError, safe_open
+    files = sorted(ckpt.glob("*.safetensors"))
+    if not files:
+        pickled = sorted(p.name for pattern in _PICKLE_WEIGHTS for p in ckpt.glob(pattern))
+        if pickled:
+            raise CheckpointError(
+                f"{ckpt} has only pickle weights ({', '.join(pickled)}); ReviewBERT loads only "
+                "safetensors, because unpickling a file can run any code in it. Convert it "
+                "where you trust it (model.save_pretrained(dir, safe_serialization=True))")
+        raise CheckpointError(f"{ckpt} has no .safetensors weights (only safetensors are loaded)")
+    rows = None
+    for f in files:
+        try:
+            with safe_open(str(f), framework="pt") as st:
+                if "classifier.weight" in st.keys():
+                    rows = st.get_slice("classifier.weight").get_shape()[0]
+        except (SafetensorError, OSError, ValueError) as e:
+            raise CheckpointError(f"{f} is truncated or corrupt ({e}); save or copy the "
+                                  "checkpoint again") from e
+    if scheme is not None and rows is not None and rows != scheme.num_labels:
+        raise CheckpointError(f"{ckpt}: config.json names {scheme.num_labels} labels but the "
+                              f"classifier in the weights has {rows} outputs: the files come "
+                              "from different models")
+
+
+def _hidden(name: str) -> bool:
+    """Folders a listing skips: hidden ones (.queue, a save's .tmp) and temporary ones."""
+    return name.startswith((".", "tmp")) or ".tmp" in name
+
+
+def list_checkpoints(root: str | os.PathLike = "checkpoints",
+                     problems: list | None = None) -> list[CheckpointInfo]:
+    """Every checkpoint under ``root`` whose config and reviewbert.json read, newest first.
+
+    Broken ones are skipped; with a ``problems`` list, ``(path, message)`` of each
+    is appended to it, so a page can say why a folder is not offered. (Their
+    weights are checked when they are loaded: :func:`load_checkpoint`.)
+    """
     root = Path(root)
-    found: dict[Path, CheckpointInfo] = {}
     if not root.is_dir():
         return []
-    # os.walk, not rglob: a symlinked checkpoint folder (followlinks) is listed too.
-    dirs = [Path(d) for d, _, files in os.walk(root, followlinks=True) if "config.json" in files]
-    for d in dirs:
-        if any(part.startswith((".", "tmp")) or ".tmp" in part for part in d.relative_to(root).parts):
+    found: dict[Path, tuple[float, CheckpointInfo]] = {}
+    seen: set[str] = set()
+    # os.walk, not rglob: a symlinked checkpoint folder (followlinks) is listed too;
+    # ``seen`` stops a link to a parent folder from walking the tree again and again.
+    for d, subdirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(d)
+        if real in seen:
+            subdirs[:] = []
+            continue
+        seen.add(real)
+        subdirs[:] = [s for s in subdirs if not _hidden(s)]
+        if "config.json" not in files:
             continue
         try:
             info = checkpoint_info(d)
-        except CheckpointError:
-            continue
-        found[info.path] = info
-    return sorted(found.values(), key=lambda i: (i.path / "config.json").stat().st_mtime, reverse=True)
+            found[info.path] = ((info.path / "config.json").stat().st_mtime, info)
+        except CheckpointError as e:
+            if problems is not None:
+                problems.append((Path(d), str(e)))
+        except OSError:
+            continue  # deleted while we looked (a run deleted on the Train page)
+    return [info for _, info in sorted(found.values(), key=lambda t: t[0], reverse=True)]
 
 
 # ----------------------------------------------------------------------- atomic IO
@@ -240,15 +346,23 @@ def save_checkpoint_atomic(model, tokenizer, dest: str | os.PathLike, meta: dict
     Everything is written into a temporary sibling folder first, then swapped in
     with renames, so ``dest`` is always either the previous complete checkpoint or
     the new complete one. A crash mid-save leaves a ``.tmp`` folder that loaders
-    ignore; ``dest.old`` is restored by :func:`recover_checkpoint` if the crash hit
-    between the two renames.
+    ignore (:func:`clean_failed_saves` removes it); if the crash hit between the two
+    renames, :func:`recover_checkpoint` puts ``dest.old`` back (a resumed run does,
+    and so does the next save). A full disk is a :class:`DiskFullError`.
 
     ``write_extra(folder)``, if given, writes more files (the trainer's resume
     state) into the temporary folder, so they are swapped in with the weights.
     """
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.tmp"))
+    recover_checkpoint(dest)  # a crash between a previous save's renames: take dest.old back
+    old = dest.with_name(dest.name + ".old")
+    try:
+        tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.tmp"))
+    except OSError as e:
+        if not is_disk_full(e):
+            raise
+        raise _disk_full(e, dest) from e
     os.chmod(tmp, 0o777 & ~_UMASK)  # mkdtemp makes 0700; the checkpoint should be readable by others
     try:
         to_save = model
@@ -261,19 +375,102 @@ def save_checkpoint_atomic(model, tokenizer, dest: str | os.PathLike, meta: dict
             atomic_write_json(tmp / META_FILE, meta)
         if write_extra is not None:
             write_extra(tmp)
+        fault_point("save-write")
         _fsync_tree(tmp)  # the renames below must not publish data still only in page cache
-        old = dest.with_name(dest.name + ".old")
         if old.exists():
             shutil.rmtree(old)
         if dest.exists():
             os.rename(dest, old)
+        fault_point("save-swap")
         os.rename(tmp, dest)
         if old.exists():
             shutil.rmtree(old)
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        try:
+            recover_checkpoint(dest)  # failed between the renames: the previous one goes back
+        except OSError:
+            pass  # the error below matters more; the next save or resume recovers it
+        if isinstance(e, DiskFullError) or not is_disk_full(e):
+            raise
+        raise _disk_full(e, dest) from e
     return dest
+
+
+class DiskFullError(CheckpointError):
+    """The disk filled up (ENOSPC, or a quota) while saving; the previous save is kept."""
+
+
+_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(e: BaseException | None) -> bool:
+    """ENOSPC or a quota, also when a library reports it in its own exception type
+    (safetensors' writer raises SafetensorError("... (os error 28)"))."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _FULL_ERRNOS:
+            return True
+        if any(f"(os error {n})" in str(e) for n in _FULL_ERRNOS):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _disk_full(e: BaseException, dest: Path) -> DiskFullError:
+    """A full disk (see :func:`is_disk_full`) as one clear message."""
+    kept = "its previous version is kept" if dest.exists() else "nothing was saved there"
+    return DiskFullError(f"the disk is full (no space left on device) while saving {dest}: "
+                         f"{kept}. Free some space, then try again (a training run: "
+                         "--resume, or Resume on the Train page)")
+
+
+def clean_failed_saves(dest: str | os.PathLike) -> None:
+    """Remove the temporary folders that saves of ``dest`` killed mid-write left
+    behind (``.NAME.tmp*``: a model's size each). Only when nothing else saves
+    ``dest`` now: the trainer calls it when it resumes a run."""
+    dest = Path(dest)
+    for tmp in dest.parent.glob(f".{dest.name}.tmp*"):
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------- fault injection (tests)
+FAULT_ENV = "REVIEWBERT_TEST_FAULT"
+FAULT_MARK_ENV = "REVIEWBERT_TEST_FAULT_MARK"
+_fault_hits: dict[str, int] = {}
+
+
+def fault_point(point: str) -> None:
+    """A place where the fault tests (tests/test_kill_loop.py, test_full_disk.py) can
+    step in; outside them it is one environment lookup and returns.
+
+    ``$REVIEWBERT_TEST_FAULT`` = ``POINT@N:ACTION``: the N-th time this process
+    reaches ``point`` (default N=1), ACTION ``pause`` writes the point's name to
+    ``$REVIEWBERT_TEST_FAULT_MARK`` and sleeps 60 s, so the test can SIGKILL it
+    right inside that window; ACTION ``enospc`` raises the OSError a full disk
+    gives. Points: ``save-write`` (a checkpoint's files written to its temporary
+    folder, not yet swapped in), ``save-swap`` (between the swap's two renames),
+    ``evaluate`` (an epoch's evaluation has begun).
+    """
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    where, _, action = spec.partition(":")
+    name, _, nth = where.partition("@")
+    if name != point:
+        return
+    _fault_hits[point] = hits = _fault_hits.get(point, 0) + 1
+    if hits != int(nth or 1):
+        return
+    if action == "enospc":
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if action == "pause":
+        mark = os.environ.get(FAULT_MARK_ENV)
+        if mark:
+            Path(mark).write_text(point)
+        time.sleep(60)
 
 
 def _fsync_tree(folder: Path) -> None:

@@ -32,6 +32,11 @@ One run = one folder (``checkpoints/NAME``, the ``--out`` of ``train``)::
       tensorboard/        TensorBoard event files, only with ``--report-to tensorboard``
       best/               HF checkpoint (weights + tokenizer + reviewbert.json) of the best epoch
       last/               HF checkpoint + training_state.{json,safetensors} to resume from
+      .best.tmpXXXX/, .last.tmpXXXX/   a save being written (model.save_checkpoint_atomic);
+                          renamed to best/ or last/ when complete. One left by a killed save
+                          is removed when the run resumes.
+      best.old/, last.old/  the previous checkpoint for the instant between a save's two
+                          renames; put back by the resume (or the next save) if it died there
 
 States: ``queued`` (waiting for the device slot), ``running``, ``finished``,
 ``stopped`` (SIGINT/SIGTERM; ``--resume`` continues), ``failed`` (message = the
@@ -247,12 +252,8 @@ def read_status(run_dir) -> dict | None:
     (SIGKILL, machine crash), a zombie, or whose pid was reused by another process,
     is reported as state ``killed``; ``--resume`` continues it.
     """
-    p = run_paths(run_dir).status
-    try:
-        st = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    if not isinstance(st, dict):
+    st = _read_json(run_paths(run_dir).status)
+    if st is None:
         return None
     if st.get("state") in ACTIVE and not pid_alive(st.get("pid"), st.get("started")):
         st["state"] = "killed"
@@ -262,7 +263,7 @@ def read_status(run_dir) -> dict | None:
 # ----------------------------------------------------------------------- metrics
 def _read_jsonl(path: Path) -> list[dict]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return []
     rows = []
@@ -362,16 +363,15 @@ def truncate_steps(run_dir, through_step: int) -> list[dict]:
 
 # -------------------------------------------------------------------------- runs
 def read_meta(run_dir) -> dict:
-    try:
-        return json.loads(run_paths(run_dir).meta.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
+    """The run's reviewbert.json, or {} if it is missing or not a JSON object (a
+    hand-edited or damaged file must not break the pages that list runs)."""
+    return _read_json(run_paths(run_dir).meta) or {}
 
 
 def _read_json(path: Path) -> dict | None:
     try:
         d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):  # (JSONDecodeError, UnicodeDecodeError)
         return None
     return d if isinstance(d, dict) else None
 

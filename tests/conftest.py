@@ -19,6 +19,37 @@ def real_data_dir() -> Path:
     return Path(os.environ.get("REVIEWBERT_DATA_DIR", ROOT.parent / "shared" / "data"))
 
 
+# ---- Hypothesis profiles (tests/fuzzing.py): "default" for `make test` (few, fixed
+# examples: reproducible and quick), "fuzz" for the `fuzz`-marked twins (`make fuzz`).
+# HYPOTHESIS_PROFILE=fuzz also runs the quick twins at fuzz size.
+try:
+    from hypothesis import HealthCheck, settings as _hyp_settings
+except ImportError:  # pragma: no cover - hypothesis is in requirements.txt
+    _hyp_settings = None
+if _hyp_settings is not None:
+    _slow_ok = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+    # deadline=None: timings on a shared 2-core machine are noise; fuzzing.time_limit
+    # catches real hangs instead.
+    _hyp_settings.register_profile("default", max_examples=40, deadline=None, derandomize=True,
+                                   database=None, suppress_health_check=_slow_ok)
+    _hyp_settings.register_profile(
+        "fuzz", max_examples=int(os.environ.get("REVIEWBERT_FUZZ_EXAMPLES", "1500")),
+        deadline=None, suppress_health_check=_slow_ok)
+    _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Keep `fuzz` tests out unless -m names them. pytest.ini's addopts says
+    `-m "not fuzz"`, but a -m on the command line (README: `-m 'not browser'`)
+    replaces that one instead of adding to it."""
+    if "fuzz" in (config.getoption("markexpr") or ""):
+        return
+    kept = [i for i in items if i.get_closest_marker("fuzz") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("fuzz")])
+        items[:] = kept
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     d = real_data_dir()

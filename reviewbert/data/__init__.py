@@ -42,12 +42,18 @@ Rules, stated once here so the report and the docs agree:
 * **Non-UTF-8 bytes** are decoded with U+FFFD replacement; the number of bad
   byte sequences is counted per file and reported as a warning, rows are kept.
 * **Lines over 1 MiB** (``MAX_RECORD_BYTES``) are skipped as "line too long",
-  so a corrupt file with no newlines cannot exhaust memory.
+  so a corrupt file with no newlines cannot exhaust memory (CSV too: its lines
+  are capped before ``csv`` sees them). A pretty-printed JSON array is streamed
+  one element at a time; an element over 1 MiB is skipped the same way.
+* **Compression bombs**: a gzip stream that expands more than 100x
+  (``MAX_GZIP_RATIO``; review text compresses 3-10x) is refused with a
+  DataError once past 8 MiB, so a 1 MB file that expands to gigabytes costs
+  milliseconds and one buffer.
 """
 from __future__ import annotations
 
-from .read import (MAX_DOCUMENT_BYTES, MAX_RECORD_BYTES, ReadOptions, fingerprint,
-                   iter_reviews, parse_stars)
+from .read import (MAX_DOCUMENT_BYTES, MAX_GZIP_RATIO, MAX_RECORD_BYTES, ReadOptions,
+                   fingerprint, gzip_expanded_size, iter_reviews, parse_stars)
 from .report import (BAD_CSV_ROW, BAD_JSON, CONFLICT, DUPLICATE, EMPTY_TEXT, LINE_TOO_LONG,
                      NOT_OBJECT, RATING_FRACTION, RATING_MISSING, RATING_NAN, RATING_RANGE,
                      TEXT_NOT_STRING, TOO_FEW_TOKENS, TRUNCATED, DataError, DataReport,
@@ -59,7 +65,7 @@ __all__ = [
     "DataError", "ReadOptions", "Example", "Splits", "DataReport", "FileReport",
     "iter_reviews", "build_splits", "unique_reviews", "data_config", "splits_from_meta", "fingerprint",
     "default_data_dir", "parse_stars", "SPLIT_NAMES", "HASH_NAME",
-    "MAX_RECORD_BYTES", "MAX_DOCUMENT_BYTES",
+    "MAX_RECORD_BYTES", "MAX_DOCUMENT_BYTES", "MAX_GZIP_RATIO", "gzip_expanded_size",
     "BAD_JSON", "NOT_OBJECT", "TRUNCATED", "LINE_TOO_LONG", "BAD_CSV_ROW", "EMPTY_TEXT",
     "TEXT_NOT_STRING", "RATING_MISSING", "RATING_NAN", "RATING_FRACTION", "RATING_RANGE",
     "TOO_FEW_TOKENS", "DUPLICATE", "CONFLICT",

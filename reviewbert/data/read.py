@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import codecs
 import csv
-import gzip
 import hashlib
 import io
 import json
@@ -17,6 +16,7 @@ import re
 import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from itertools import chain, islice
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -34,9 +34,20 @@ except ImportError:  # pragma: no cover - orjson is in requirements.txt
 
 MAX_RECORD_BYTES = 1 << 20
 """A JSON line or CSV field longer than this is skipped ("line too long")."""
-MAX_DOCUMENT_BYTES = 512 << 20
-"""A pretty-printed JSON array is loaded whole, so it must stay below this."""
+MAX_DOCUMENT_BYTES = MAX_RECORD_BYTES
+"""A pretty-printed JSON array is streamed one element at a time (memory: one
+element, not the document); an element longer than this is skipped as "line too
+long". (It was once the cap on a whole document loaded at once: a 50 MB upload of
+``[{},{},...]`` took over 1 GB to load.)"""
+MAX_GZIP_RATIO = 100
+"""A gzip stream that expands more than this many times its compressed size is
+refused as a compression bomb. Review text compresses 3-10x; a bomb ~1000x
+(deflate's limit). Checked once past :data:`GZIP_RATIO_FLOOR`. A gzip inside the
+gzip is not unpacked (it reads as a binary file)."""
+GZIP_RATIO_FLOOR = 8 << 20
+"""Decompressed bytes below which the ratio is not checked: small repetitive files are fine."""
 _READ_BUFFER = 256 << 10
+_GZIP_STEP = 64 << 10
 _SNIFF_BYTES = 64 << 10
 _SNIFF_RECORDS = 64
 
@@ -185,10 +196,77 @@ def _check_path(path: Path) -> None:
         raise DataError(f"{path}: permission denied")
 
 
+class _Gunzip(io.RawIOBase):
+    """The decompressed bytes of a gzip stream (all its members, as ``gzip`` reads
+    them), refused with a DataError as a compression bomb once they pass
+    :data:`GZIP_RATIO_FLOOR` and exceed :data:`MAX_GZIP_RATIO` times the
+    compressed bytes used so far.
+
+    Why not ``gzip.GzipFile``: it reads ahead by unknown amounts, so it cannot
+    say how many compressed bytes made the output, and the ratio would only be
+    known late. Here zlib gets bounded input and output steps and the count is
+    exact: a 1 MB file that expands to gigabytes is stopped after ~8 MiB, with
+    one buffer held. zlib checks each member's CRC and length (``wbits=31``).
+    """
+
+    def __init__(self, src, path: Path):
+        self._src, self._path = src, path
+        self._d = zlib.decompressobj(31)
+        self._pending = b""        # compressed bytes not yet given to zlib
+        self._started = False      # inside a member (its header may still be arriving)
+        self.packed = self.nbytes = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while True:
+            if not self._pending:
+                self._pending = self._src.read(_GZIP_STEP)
+                if not self._pending:
+                    if self._started:
+                        raise EOFError("Compressed file ended before the end-of-stream "
+                                       "marker was reached")
+                    return 0
+            if not self._started:  # between members: gzip skips zero padding
+                self._pending = self._pending.lstrip(b"\x00")
+                if not self._pending:
+                    continue
+                self._started, self._d = True, zlib.decompressobj(31)
+            given = self._pending
+            out = self._d.decompress(given, len(b))
+            rest = self._d.unused_data if self._d.eof else self._d.unconsumed_tail
+            self.packed += len(given) - len(rest)
+            self._pending = rest
+            if self._d.eof:
+                self._started = False
+            if out:
+                n = len(out)
+                b[:n] = out
+                self.nbytes += n
+                self._check_ratio()
+                return n
+
+    def _check_ratio(self) -> None:
+        if self.nbytes > GZIP_RATIO_FLOOR and self.nbytes > MAX_GZIP_RATIO * max(1, self.packed):
+            raise DataError(
+                f"{self._path}: refused as a compression bomb: {_size(self.packed)} of gzip "
+                f"data expanded to over {_size(self.nbytes)} (more than {MAX_GZIP_RATIO}x; "
+                "review text compresses about 3-10x)")
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
 @contextmanager
 def _open_bytes(path: Path, hasher=None):
-    """A buffered binary stream of the file's content, gunzipped if it starts
-    with the gzip magic bytes. Yields (stream, hashing_raw_or_None)."""
+    """A buffered binary stream of the file's content, gunzipped (with a
+    compression-bomb guard) if it starts with the gzip magic bytes.
+    Yields (stream, hashing_raw_or_None)."""
     try:
         raw = open(path, "rb", buffering=0)
     except OSError as e:
@@ -197,7 +275,7 @@ def _open_bytes(path: Path, hasher=None):
         hraw = _HashingRaw(raw, hasher) if hasher is not None else None
         buf = io.BufferedReader(hraw or raw, _READ_BUFFER)
         if buf.peek(2)[:2] == b"\x1f\x8b":
-            yield io.BufferedReader(gzip.GzipFile(fileobj=buf, mode="rb"), _READ_BUFFER), hraw
+            yield io.BufferedReader(_Gunzip(buf, path), _READ_BUFFER), hraw
         else:
             yield buf, hraw
 
@@ -522,32 +600,23 @@ class _Source:
             yield pending, TRUNCATED
 
     def _document_rows(self, f, wanted):
-        data = f.read(MAX_DOCUMENT_BYTES + 1)
-        if len(data) > MAX_DOCUMENT_BYTES:
-            raise DataError(f"{self.path}: a JSON document (not one record per line) over "
-                            f"{MAX_DOCUMENT_BYTES >> 20} MiB cannot be streamed; convert it "
-                            "to JSON lines")
-        try:
-            doc = json.loads(_decode(data.lstrip(codecs.BOM_UTF8)))
-        except json.JSONDecodeError as e:
-            raise DataError(f"{self.path}: line {e.lineno}: not valid JSON ({e.msg})") from e
-        except RecursionError as e:
-            raise DataError(f"{self.path}: JSON nested too deeply") from e
-        if not isinstance(doc, list):
-            raise DataError(f"{self.path}: expected a JSON array of review objects")
-        if self._cols is None:
+        """Elements of a JSON array document, streamed (see :class:`_ArrayElements`)."""
+        elements = _ArrayElements(f, self.path)
+        if self._cols is None:  # bind columns from the first records, as JSON lines do
+            first = list(islice(elements, _SNIFF_RECORDS))
             keys: dict[str, None] = {}
-            for rec in doc[:_SNIFF_RECORDS]:
-                if isinstance(rec, dict):
+            for _, rec in first:
+                if type(rec) is dict:
                     keys.update(dict.fromkeys(rec))
             self._bind(list(keys), "in its first records")
+            elements = chain(first, elements)
         want = _Cursor(wanted)
-        for i, rec in enumerate(doc, 1):
+        for i, rec in elements:
             if want.active:
                 if i != want.next:
                     continue
                 want.advance()
-            yield i, rec if type(rec) is dict else NOT_OBJECT
+            yield i, rec if type(rec) is dict else LINE_TOO_LONG if rec is _TOO_LONG else NOT_OBJECT
             if want.done:
                 return
 
@@ -555,13 +624,16 @@ class _Source:
         if csv.field_size_limit() < MAX_RECORD_BYTES:
             csv.field_size_limit(MAX_RECORD_BYTES)
         text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="reviewbert-replace", newline="")
-        reader = csv.reader(text, delimiter=self.fmt.delimiter)
+        reader = csv.reader(_CappedLines(text, MAX_RECORD_BYTES + 1), delimiter=self.fmt.delimiter)
         try:
             header = [h.strip() for h in next(reader)]
         except StopIteration:
             raise DataError(f"{self.path}: is empty") from None
         except csv.Error as e:
             raise DataError(f"{self.path}: line 1: unreadable CSV header ({e})") from e
+        except _LineTooLong:
+            raise DataError(f"{self.path}: line 1: the header is longer than "
+                            f"{MAX_RECORD_BYTES >> 20} MiB: not a CSV file?") from None
         if self._cols is None:
             self._bind(header, "in its header (line 1)")
         want = _Cursor(wanted)
@@ -577,6 +649,11 @@ class _Source:
                 idx += 1
                 if not want.active:
                     yield idx, LINE_TOO_LONG if "field larger" in str(e) else BAD_CSV_ROW
+                continue
+            except _LineTooLong:
+                idx += 1
+                if not want.active:
+                    yield idx, LINE_TOO_LONG
                 continue
             if not row or (len(row) == 1 and not row[0].strip()):
                 continue
@@ -604,6 +681,204 @@ class _Cursor:
         self.done = self.next is None
 
 
+class _LineTooLong(Exception):
+    """A CSV line over MAX_RECORD_BYTES characters (already consumed)."""
+
+
+class _CappedLines:
+    """The lines of a text stream for ``csv.reader``, none longer than ``limit`` chars.
+
+    csv.reader reads a whole physical line before it checks ``field_size_limit``,
+    so one newline-free gigabyte would be held at once. Here an over-long line is
+    consumed in pieces and reported by raising :class:`_LineTooLong`; csv.reader
+    passes the exception on and starts afresh at its next call.
+    """
+
+    def __init__(self, text, limit: int):
+        self._readline, self._limit = text.readline, limit
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> str:
+        line = self._readline(self._limit)
+        if len(line) < self._limit or line[-1] in "\r\n":
+            if not line:
+                raise StopIteration
+            return line
+        while True:
+            rest = self._readline(_READ_BUFFER)
+            if not rest or rest[-1] in "\r\n":
+                raise _LineTooLong
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+_TOO_LONG = object()  # an element skipped unparsed (a JSON string value is a str too)
+_JSON_SPACE = " \t\r\n"
+_STRUCTURE = re.compile(r'[\[\]{}"]')
+_IN_STRING = re.compile(r'["\\]')
+_SCALAR_END = re.compile(r"[,\]}\s]")
+
+
+class _ArrayElements:
+    """Iterates ``(element number, value)`` over a top-level JSON array, one element
+    in memory at a time: a scanner finds where each element ends (brackets, strings
+    and escapes), then ``json.loads`` parses that slice. An element longer than
+    MAX_DOCUMENT_BYTES is skipped unparsed, as LINE_TOO_LONG. Invalid or cut-off
+    JSON raises DataError with the line, as ``json.loads`` of the whole would.
+    """
+
+    def __init__(self, f, path: Path):
+        self._f, self._path = f, path
+        self._dec = codecs.getincrementaldecoder("utf-8")("reviewbert-replace")
+        self._buf, self._eof, self._lines_before = "", False, 0
+        self._it = self._elements()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._it)
+
+    # -- buffer
+    def _more(self, keep_from: int) -> int:
+        """Drop ``buf[:keep_from]``, append the next chunk; returns how far indexes moved."""
+        self._lines_before += self._buf.count("\n", 0, keep_from)
+        chunk = self._f.read1(_READ_BUFFER)
+        if chunk:
+            text = self._dec.decode(chunk)
+        else:
+            self._eof, text = True, self._dec.decode(b"", final=True)
+        self._buf = self._buf[keep_from:] + text
+        return keep_from
+
+    def _skip_space(self, i: int) -> int:
+        """Index of the next non-space character, refilling the buffer as needed
+        (len(buf) at the end of the file)."""
+        while True:
+            n = len(self._buf)
+            while i < n and self._buf[i] in _JSON_SPACE:
+                i += 1
+            if i < n or self._eof:
+                return i
+            i -= self._more(i)
+
+    def _error(self, at: int, why: str) -> DataError:
+        line = self._lines_before + self._buf.count("\n", 0, at) + 1
+        return DataError(f"{self._path}: line {line}: not valid JSON ({why})")
+
+    # -- elements
+    def _elements(self):
+        i = self._skip_space(0)
+        if i == 0 and self._buf[:1] == "\ufeff":  # a BOM, only as the very first character
+            i = self._skip_space(1)
+        if self._buf[i:i + 1] != "[":
+            raise DataError(f"{self._path}: expected a JSON array of review objects")
+        i = self._skip_space(i + 1)
+        if self._buf[i:i + 1] == "]":
+            return self._finish(i + 1)
+        number = 0
+        while True:
+            if i >= len(self._buf):
+                raise self._error(i, "the document ends inside the array: file cut off?")
+            number += 1
+            value, end = self._whole(i)
+            if value is _TOO_LONG or end - i <= MAX_DOCUMENT_BYTES:
+                yield number, value
+            else:
+                yield number, _TOO_LONG
+            i = self._skip_space(end)
+            c = self._buf[i:i + 1]
+            if c == "]":
+                return self._finish(i + 1)
+            if c != ",":
+                raise self._error(i, "Expecting ',' delimiter" if c else
+                                  "the document ends inside the array: file cut off?")
+            i = self._skip_space(i + 1)
+
+    def _whole(self, i: int):
+        """(value or _TOO_LONG, end) of the element at ``buf[i]``.
+
+        Fast path: one ``raw_decode`` in the buffer, which parses most elements
+        whole. It fails on an element cut by the chunk end (or invalid); then the
+        scanner finds the end, reading on, and ``json.loads`` parses exactly that
+        (or says where it is invalid). Scalars always take the scanner: a cut
+        number ("12" of "1234") would parse.
+        """
+        try:
+            if self._buf[i] in '{["':
+                return _raw_decode(self._buf, i)
+        except json.JSONDecodeError:
+            pass
+        except RecursionError:
+            raise DataError(f"{self._path}: JSON nested too deeply") from None
+        start, end, skipped = self._scan(i)
+        if skipped:
+            return _TOO_LONG, end
+        try:
+            return json.loads(self._buf[start:end]), end
+        except json.JSONDecodeError as e:
+            raise self._error(start + e.pos, e.msg) from None
+        except RecursionError:
+            raise DataError(f"{self._path}: JSON nested too deeply") from None
+
+    def _finish(self, i: int) -> None:
+        i = self._skip_space(i)
+        if i < len(self._buf):
+            raise self._error(i, "Extra data")
+
+    def _scan(self, i: int) -> tuple[int, int, bool]:
+        """(start, end, skipped) of the element at ``buf[i]``, reading on as needed.
+        Past MAX_DOCUMENT_BYTES the scanned part is dropped (skipped=True)."""
+        start, depth, in_string, skipped = i, 0, False, False
+        first = self._buf[i]
+        if first not in '[{"':  # a number, true, false, null (or junk json.loads rejects)
+            while True:
+                m = _SCALAR_END.search(self._buf, i)
+                if m is not None or self._eof:
+                    return start, m.start() if m else len(self._buf), skipped
+                i = len(self._buf)
+                if i - start > MAX_DOCUMENT_BYTES:
+                    skipped = True
+                    start, i = 0, i - self._more(i)
+                else:
+                    moved = self._more(start)
+                    start, i = start - moved, i - moved
+        while True:
+            m = (_IN_STRING if in_string else _STRUCTURE).search(self._buf, i)
+            if m is not None:
+                c, i = m.group(), m.end()
+                if in_string:
+                    if c == "\\":
+                        if i < len(self._buf):
+                            i += 1  # the escaped character, whatever it is
+                            continue
+                        i -= 1  # its escaped character is in the next chunk
+                    else:
+                        in_string = False
+                        if depth == 0:
+                            return start, i, skipped
+                        continue
+                elif c == '"':
+                    in_string = True
+                    continue
+                else:
+                    depth += 1 if c in "[{" else -1
+                    if depth <= 0:
+                        return start, i, skipped
+                    continue
+            else:
+                i = len(self._buf)
+            if self._eof:
+                raise self._error(start, "the document ends inside a value: file cut off?")
+            if i - start > MAX_DOCUMENT_BYTES:
+                skipped = True
+                start, i = 0, i - self._more(i)
+            else:
+                moved = self._more(start)
+                start, i = start - moved, i - moved
+
+
 def _skip_line(f) -> None:
     """Consume the rest of an over-long line without holding it."""
     while True:
@@ -625,6 +900,25 @@ def _retry_decoded(s: bytes):
 
 
 # ------------------------------------------------------------------ public reading
+def gzip_expanded_size(path, limit: int | None = None) -> int:
+    """How many bytes a gzip file expands to (0 for a file that is not gzip),
+    counted by streaming, nothing kept. DataError (naming the file) when it is
+    corrupt or cut off, a compression bomb, or expands past ``limit`` bytes.
+    Uploads check this before they are kept."""
+    path = Path(path)
+    with _open_bytes(path) as (f, _):
+        if not isinstance(f.raw, _Gunzip):
+            return 0
+        try:
+            while f.read1(_READ_BUFFER):
+                if limit is not None and f.raw.nbytes > limit:
+                    raise DataError(f"{path}: expands to over {_size(limit)} when "
+                                    f"decompressed; the limit is {_size(limit)}")
+        except _STREAM_ERRORS as e:
+            raise _stream_error(path, "while reading", e) from e
+        return f.raw.nbytes
+
+
 def iter_reviews(path, options: ReadOptions | None = None,
                  report: DataReport | None = None) -> Iterator[tuple[str, int]]:
     """Stream ``(final text, stars)`` from one file, counting skipped rows.

@@ -175,6 +175,13 @@ def _dedupe(table: _Table, report: DataReport) -> np.ndarray:
     return keep
 
 
+def _file_names(report: DataReport, most: int = 3) -> str:
+    """The files a DataError is about, so the message names them (a few, then a count)."""
+    names = [f.name for f in report.files]
+    shown = ", ".join(names[:most]) or "no files"
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 def _split_sizes(n: int, fractions: tuple[float, float, float]) -> tuple[int, int, int]:
     """Largest-remainder rounding: sizes sum to ``n`` and a 0 fraction gets 0."""
     exact = [n * f for f in fractions]
@@ -201,7 +208,7 @@ def _select(table: _Table, unique: np.ndarray, scheme: LabelScheme, seed: int,
         empty = [scheme.names[c] for c in range(scheme.num_labels) if counts[c] == 0]
         why = (f"no usable reviews for {', '.join(empty)}" if empty
                else "max_per_class is 0")
-        raise DataError(f"cannot build balanced splits: {why} "
+        raise DataError(f"cannot build balanced splits from {_file_names(report)}: {why} "
                         f"(usable unique reviews per class: {report.classes_before})")
     report.per_class = n
     sizes = _split_sizes(n, fractions)
@@ -315,7 +322,7 @@ def _pass1(paths, scheme: LabelScheme, min_tokens, tokenizer, options, progress
     """Open ``paths`` in canonical order and stream them once (see :func:`_scan`)."""
     min_tokens = int(min_tokens or 0)
     if min_tokens > 0 and tokenizer is None:
-        from .model import load_tokenizer
+        from ..model import load_tokenizer
         tokenizer = load_tokenizer(None)
     report = DataReport(scheme=f"{scheme.num_labels} labels", class_names=scheme.names)
     sources = []
