@@ -21,7 +21,7 @@ if info is None:
 try:
     predictor = P.load_predictor(str(info.path), P.mtime(info.path))
 except CheckpointError as e:
-    st.error(f"This checkpoint cannot be loaded: {e}\n\nPick another one in the sidebar.")
+    C.load_error(e)
     st.stop()
 
 X.faithfulness_section(predictor, info, key_prefix=S.FAITH_PREFIX)

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from reviewbert.model import CheckpointError
-from reviewbert.ui import checkpoints as C, frame, predict_panel as P, state as S, views as V
+from reviewbert.ui import checkpoints as C, explain_views as X, frame, predict_panel as P, state as S, views as V
 
 frame.require()
 
@@ -19,8 +19,7 @@ if info is None:
 try:
     predictor = P.load_predictor(str(info.path), P.mtime(info.path))
 except CheckpointError as e:
-    st.error(f"This checkpoint cannot be loaded: {e}\n\nPick another one in the sidebar, "
-             "or train a new one.")
+    C.load_error(e)
     st.stop()
 
 key = f"{info.path}:{P.mtime(info.path)}"
@@ -39,3 +38,4 @@ V.cls_layers_view(pred, controls)
 V.heads_view(pred, controls)
 V.bertviz_view(pred, controls)
 V.highlight_view(pred, controls)
+X.which_words_mattered(predictor, pred, key_prefix=S.WW_PREFIX, controls=controls)

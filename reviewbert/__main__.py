@@ -3,11 +3,14 @@
     python -m reviewbert train --data FILE [--data FILE ...] --labels 5 --out checkpoints/NAME
     python -m reviewbert train --config RUN/train_config.json --out RUN [--queue] [--FLAG ...]
     python -m reviewbert train --out checkpoints/NAME --resume
-    python -m reviewbert evaluate --checkpoint checkpoints/NAME [--data FILE ...] [--split test|all] [--json]
+    python -m reviewbert evaluate --checkpoint checkpoints/NAME [--data FILE ...] [--split test|all]
+                                  [--save-predictions FILE.csv|FILE.parquet] [--json]
+    python -m reviewbert report --checkpoint checkpoints/NAME --out report.html
     python -m reviewbert predict --checkpoint checkpoints/NAME "review text" [--json]
     python -m reviewbert export --checkpoint checkpoints/NAME --out checkpoints/demo [--dtype float16]
 
-``train`` also runs unchanged under ``accelerate launch`` and ``torchrun``.
+``train`` and ``evaluate`` also run unchanged under ``accelerate launch`` and ``torchrun``
+(``evaluate`` then splits the reviews across the processes).
 Expected failures (missing or broken checkpoint, unusable data, bad options,
 empty text) print one line to stderr and exit with status 2.
 """
@@ -109,6 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--batch-size", type=int, default=64)
     e.add_argument("--max-length", type=int, default=None,
                    help="default: the checkpoint's training max_length, else 256")
+    e.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
+                   help="auto: bf16 autocast on a CPU with bf16 units (AMX-BF16/AVX512-BF16), "
+                        "else fp32; training recorded its metrics in fp32")
+    e.add_argument("--save-predictions", metavar="FILE", default=None,
+                   help="write every review's text, true and predicted rating, class "
+                        "probabilities and token count: Parquet if FILE ends in .parquet, "
+                        "else CSV")
+    e.add_argument("--no-cache", action="store_true",
+                   help="neither read nor write the prediction cache beside the checkpoint")
     e.add_argument("--json", action="store_true",
                    help="print one JSON object as the last line")
     e.set_defaults(func=cmd_evaluate)
@@ -132,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="weight dtype on disk (upcast to fp32 when loaded on CPU)")
     x.set_defaults(func=cmd_export)
     from . import search; search.add_parser(sub)
+    from . import faithfulness; faithfulness.add_parser(sub)
+    from . import report; report.add_parser(sub)
     return parser
 
 
@@ -216,57 +230,127 @@ def _is_main() -> bool:
 
 # ----------------------------------------------------------------- evaluate
 def cmd_evaluate(args) -> int:
+    """Under ``accelerate launch`` (or torchrun) every process scores its share of the
+    batches and the main process prints and writes; one process needs no Accelerator."""
+    import numpy as np
+
     from . import data
-    from .evaluate import evaluate_chunks
-    from .metrics import format_confusion, format_metrics
+    from .analysis import predict_split
+    from .analysis.predictions import ExportWriter, SplitPredictions, build_frame, planned_reviews
+    from .analysis.sources import CACHE_MAX_REVIEWS, all_reviews, describe, test_split
+    from .evaluate import TqdmProgress, predict_in_order, resolve_precision
+    from .metrics import compute_metrics, confusion, format_confusion, format_metrics
     from .model import load_checkpoint
 
-    model, tok, info = load_checkpoint(args.checkpoint)
+    accelerator = _eval_accelerator()
+    main = accelerator is None or accelerator.is_main_process
+    model, tok, info = load_checkpoint(args.checkpoint,
+                                       accelerator.device if accelerator else None)
     meta, scheme = info.meta, info.scheme
     hp = meta.get("hyperparameters") or {}
     max_length = args.max_length or hp.get("max_length") or 256
+    precision = resolve_precision(args.precision, accelerator.device if accelerator else model.device)
     if args.split == "test":
         if not meta.get("data"):
             raise UsageError(f"{info.path} records no training data, so its test split cannot be "
                              "rebuilt; use --split all --data FILE")
-        recorded = sorted(f.get("name", "?") for f in meta["data"]["files"])
-        if args.data and sorted(Path(p).name for p in args.data) != recorded:
-            raise UsageError(f"--split test needs the checkpoint's training files "
-                             f"({', '.join(recorded)}); for other files use --split all")
-        data_dir = Path(args.data[0]).parent if args.data else None
-        # strict: same names but other contents is an error, checked from the read itself
-        splits = data.splits_from_meta(meta, data_dir=data_dir, tokenizer=tok,
-                                       strict=bool(args.data))
-        for w in splits.report.warnings:
-            print(f"warning: {w}", file=sys.stderr)
-        chunks = [splits.test] if splits.test else []
+        reviews, source, warnings = test_split(meta, tok, args.data)
+        if main:
+            for w in warnings:
+                print(f"warning: {w}", file=sys.stderr)
+        stream = None
     else:
         if not args.data:
             raise UsageError("--split all needs --data FILE")
-        cfg = meta.get("data") or {}
-        report, chunks = data.unique_reviews(
-            args.data, scheme, options=data.ReadOptions(**(cfg.get("options") or {})))
-        if report.unique_texts == 0:
-            chunks = []
-    res = evaluate_chunks(model, tok, chunks, max_length=max_length,
-                          batch_size=args.batch_size, num_labels=scheme.num_labels)
-    if not res["n"]:
-        raise data.DataError("no reviews to evaluate")
-    cm = res.pop("confusion_matrix")
+        report, stream, source = all_reviews(args.data, scheme, meta)
+        reviews = None
+        if report.unique_texts <= CACHE_MAX_REVIEWS:   # small enough to hold, score and cache
+            reviews, stream = [e for chunk in stream for e in chunk], None
+    preds, cached = None, False
+    if reviews is not None:
+        if not reviews:
+            raise data.DataError("no reviews to evaluate")
+        with TqdmProgress(planned_reviews(len(reviews), precision), "evaluating",
+                          enabled=main) as progress:
+            preds = predict_split(model, tok, info.path, reviews, scheme, max_length=max_length,
+                                  precision=precision, batch_size=args.batch_size,
+                                  progress=progress, source=source, accelerator=accelerator,
+                                  use_cache=not args.no_cache)
+        y, p, cached = preds.y, preds.probs, preds.cached
+        if args.save_predictions and main:
+            from .analysis import save_export
+            save_export(preds, args.save_predictions)
+    else:   # too many to hold: score chunk by chunk, write predictions as they come
+        writer = ExportWriter(args.save_predictions) if args.save_predictions and main else None
+        ys, ps = [], []
+        try:
+            with TqdmProgress(report.unique_texts, "evaluating", enabled=main) as progress:
+                for chunk in stream:
+                    probs, n_tokens, _ = predict_in_order(
+                        model, tok, [e.text for e in chunk], max_length=max_length,
+                        batch_size=args.batch_size, precision=precision,
+                        accelerator=accelerator, progress=progress)
+                    part = SplitPredictions(build_frame(chunk, scheme, probs, n_tokens), scheme)
+                    if writer is not None:
+                        writer.write(part)
+                    ys.append(part.y)
+                    ps.append(probs)
+        except BaseException:
+            if writer is not None:
+                writer.abort()
+            raise
+        if writer is not None:
+            writer.close()
+        if not ys:
+            raise data.DataError("no reviews to evaluate")
+        y, p = np.concatenate(ys), np.concatenate(ps)
+    if not main:
+        return 0
+    res = compute_metrics(y, p, scheme.num_labels)
+    cm = confusion(y, p, scheme.num_labels)
+    check = preds.meta.get("fp32_check") if preds is not None else None
     print(f"checkpoint {info.path} ({scheme.num_labels} labels, base {info.base_model})")
-    print(f"split {args.split}: {res['n']} reviews, max_length {max_length}")
+    print(f"split {args.split}: {res['n']} reviews ({describe(source)}), max_length {max_length}")
+    line = f"precision {precision}"
+    if check:
+        line += (f" (a sample of {check['n']} re-scored in fp32: {check['agree']} "
+                 f"same class, {check['agree'] / check['n']:.1%})")
+    if preds is not None and preds.folder is not None:
+        line += f"; {'read from' if cached else 'saved to'} the cache {preds.folder}"
+    print(line)
     print(format_metrics(res))
     if res.get("auc_note"):
         print(f"auc: {res['auc_note']}")
     print(format_confusion(cm, scheme.names))
+    if args.save_predictions:
+        print(f"predictions written to {args.save_predictions}")
     if args.json:
         print(json.dumps({"checkpoint": str(info.path), "split": args.split, "n": res["n"],
                           "labels": list(scheme.names),
                           "metrics": {k: res.get(k) for k in
                                       ("loss", "auc", "accuracy", "relaxed_accuracy")},
                           "auc_note": res.get("auc_note"),
-                          "confusion_matrix": cm}))
+                          "confusion_matrix": cm, "precision": precision,
+                          "processes": 1 if accelerator is None else accelerator.num_processes,
+                          "fp32_check": check, "cached": cached,
+                          "cache": None if preds is None or preds.folder is None
+                          else str(preds.folder),
+                          "predictions": args.save_predictions}))
     return 0
+
+
+def _eval_accelerator():
+    """An Accelerator when launched as several processes (accelerate launch, torchrun), else None.
+
+    cpu=True on a machine without a GPU: Accelerate otherwise ignores WORLD_SIZE there
+    (see train.py).
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    from accelerate import Accelerator
+
+    from .model import pick_device
+    return Accelerator(cpu=pick_device().type == "cpu")
 
 
 # ------------------------------------------------------------------ predict

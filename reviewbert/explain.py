@@ -62,7 +62,6 @@ the same checkpoint (``predictor.model``).
 from __future__ import annotations
 
 import math
-import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -71,6 +70,7 @@ import numpy as np
 import torch
 
 from . import attention as A
+from .markdown import md_escape  # noqa: F401 - also used by the views as E.md_escape
 
 IG_STEPS = 16
 """Gauss-Legendre steps of IG's first try. On 10 test reviews of the demo checkpoint
@@ -442,12 +442,6 @@ def spearman_matrix(results: list[TokenScores]) -> np.ndarray:
 
 
 # ----------------------------------------------------------------- reading
-_MD = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
-
-
-def md_escape(text: str) -> str:
-    """A review's word inside Markdown: shown as typed, never as formatting."""
-    return _MD.sub(r"\\\1", text)
 
 
 def _is_punct(word: str) -> bool:

@@ -170,28 +170,44 @@ def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
     return fig
 
 
-def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=(255, 170, 0)) -> str:
-    """The review with each word's background as strong as its attention.
+def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=(255, 170, 0),
+                   signed: bool = False, rgb_neg=(45, 108, 223),
+                   css_class: str = "rb-highlight") -> str:
+    """The review with each word's background as strong as its score.
+
+    Unsigned (attention): negative scores are drawn as zero, the strongest word in
+    ``rgb``. Signed (gradient × input, IG): a diverging scale centred on 0, words
+    for the prediction in ``rgb``, words against it in ``rgb_neg``, both scaled by
+    the largest |score|, so evidence against the prediction stays visible.
 
     Every piece of the review goes through ``html.escape``: a review is data, and
     ``<img src=x onerror=...>`` must show as text, never run.
     """
     scores = np.asarray(scores, dtype=float)
-    top = float(scores.max()) if scores.size and scores.max() > 0 else 1.0
-    r, g, b = rgb
+    if signed:
+        top = float(np.abs(scores).max()) if scores.size and np.abs(scores).max() > 0 else 1.0
+    else:
+        top = float(scores.max()) if scores.size and scores.max() > 0 else 1.0
     out, pos = [], 0
     for (s, e), sc in zip(spans, scores):
         if s > pos:
             out.append(html.escape(text[pos:s]))
-        alpha = 0.08 + 0.82 * (sc / top) if sc > 0 else 0.0
+        if signed:
+            r, g, b = rgb if sc >= 0 else rgb_neg
+            alpha = 0.08 + 0.82 * (abs(sc) / top) if sc != 0 else 0.0
+            title = f"{sc:+.3g}"
+        else:
+            r, g, b = rgb
+            alpha = 0.08 + 0.82 * (sc / top) if sc > 0 else 0.0
+            title = f"{sc:.3f}"
         word = html.escape(text[s:e])
-        out.append(f'<span class="rb-w" title="{sc:.3f}" '
+        out.append(f'<span class="rb-w" title="{title}" '
                    f'style="background: rgba({r},{g},{b},{alpha:.2f}); border-radius:3px; '
                    f'padding:0 1px">{word}</span>')
         pos = e
     out.append(html.escape(text[pos:]))
     body = "".join(out).replace("\n", "<br>")
-    return (f'<div class="rb-highlight" style="line-height:1.9; font-size:1.02rem; '
+    return (f'<div class="{html.escape(css_class)}" style="line-height:1.9; font-size:1.02rem; '
             f'white-space:normal; overflow-wrap:anywhere">{body}</div>')
 
 

@@ -49,8 +49,9 @@ from . import __version__
 from .evaluate import EncodedDataset, PadCollator, encode_texts, eval_loader, predict_probs
 from .labels import get_scheme
 from .metrics import compute_metrics, format_metrics
-from .model import (DEFAULT_BASE_MODEL, META_FILE, CheckpointError, atomic_write_json,
-                    describe_device, load_for_training, pick_device, recover_checkpoint,
+from .model import (DEFAULT_BASE_MODEL, META_FILE, CheckpointError, DiskFullError,
+                    atomic_write_json, clean_failed_saves, describe_device, fault_point,
+                    is_disk_full, load_for_training, pick_device, recover_checkpoint,
                     save_checkpoint_atomic)
 from .runs import (LAUNCHED_ENV, StepsWriter, append_metrics, read_meta, read_status,
                    run_has_state, run_paths, truncate_metrics, truncate_steps, write_status)
@@ -683,11 +684,20 @@ def _set_threads(accelerator) -> None:
 
 
 def _lower_priority(nice: int) -> None:
-    """Add ``nice`` to every thread of this process. Linux keeps a nice value per
-    thread (new threads inherit their creator's), so os.nice() alone would leave
-    threads started earlier (tqdm's monitor, a thread pool) at full priority."""
+    """Add ``nice`` to every thread of this process, and put them in Linux's SCHED_IDLE
+    class (unless REVIEWBERT_TRAIN_SCHED=normal). Linux keeps both per thread (new
+    threads inherit their creator's), so os.nice() alone would leave threads started
+    earlier (tqdm's monitor, a thread pool) at full priority.
+
+    Why SCHED_IDLE and not nice alone: a prediction runs an OpenMP region on every core
+    and waits at its barriers for its slowest thread. With nice +10, the thread that
+    shares a core with training still waits for the scheduler's time slice, and a
+    256-token prediction took 11x its idle time on 2 cores
+    (bench/predict_while_training.py); a SCHED_IDLE thread yields its core at once.
+    """
     if nice <= 0:
         return
+    idle = os.environ.get("REVIEWBERT_TRAIN_SCHED", "idle") == "idle" and hasattr(os, "SCHED_IDLE")
     try:
         tids = [int(t) for t in os.listdir("/proc/self/task")]
     except OSError:
@@ -696,6 +706,8 @@ def _lower_priority(nice: int) -> None:
         try:
             cur = os.getpriority(os.PRIO_PROCESS, tid)
             os.setpriority(os.PRIO_PROCESS, tid, min(19, cur + nice))
+            if idle:
+                os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
         except OSError:
             pass  # the thread ended meanwhile
 
@@ -768,14 +780,24 @@ def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accel
     try:
         return _train(cfg, out_dir, resume, splits, accelerator, log, list(hooks or []))
     except BaseException as e:
+        full = not isinstance(e, DiskFullError) and is_disk_full(e)
+        if full:  # a full disk outside a checkpoint save (metrics, steps, status): one clear error
+            e = DiskFullError(f"the disk is full (no space left on device) while writing "
+                              f"{getattr(e, 'filename', None) or out_dir}: last/ keeps the last "
+                              "saved state. Free some space, then continue with --resume")
         if accelerator.is_main_process:
             st = read_status(out_dir) or {}
             if st.get("state") not in ("stopped", "failed", "finished"):
                 interrupted = isinstance(e, KeyboardInterrupt)
-                write_status(out_dir, {**st, "state": "stopped" if interrupted else "failed",
-                                       "eta_seconds": None, "pid": os.getpid(),
-                                       "message": "interrupted" if interrupted
-                                       else f"{type(e).__name__}: {e}"})
+                try:  # on a full disk even this small file may not fit
+                    write_status(out_dir, {**st, "state": "stopped" if interrupted else "failed",
+                                           "eta_seconds": None, "pid": os.getpid(),
+                                           "message": "interrupted" if interrupted
+                                           else f"{type(e).__name__}: {e}"})
+                except OSError:
+                    pass
+        if full:
+            raise e from None
         raise
 
 
@@ -873,7 +895,10 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
     # ---- 1. resume state (last/ holds weights + optimizer + counters) -------
     state, tensors, old_meta = None, None, {}
     if resume:
-        recover_checkpoint(rp.last)  # a crash between save's two renames
+        for folder in (rp.last, rp.best):
+            recover_checkpoint(folder)  # a crash between a save's two renames
+            if main:
+                clean_failed_saves(folder)  # ... or mid-write (a model's size each)
         old_meta = read_meta(out_dir)
         if (rp.last / STATE_JSON).exists():
             state, tensors = load_training_state(rp.last)
@@ -1161,6 +1186,7 @@ def train_epoch(run: _Run, epoch: int) -> bool:
 def evaluate_epoch(run: _Run, epoch: int) -> dict:
     """{split: metrics} on the train subset, validation and test."""
     run.progress.status("running", run.step, epoch, f"evaluating epoch {epoch + 1}")
+    fault_point("evaluate")  # (tests only: a kill inside the evaluation)
     t_eval = time.time()
     k = run.scheme.num_labels
     results = {}

@@ -5,10 +5,11 @@ import json
 import math
 import shutil
 
+import numpy as np
 import pytest
 
 from reviewbert.__main__ import main
-from toyreviews import cli, write_toy_csv
+from toyreviews import ROOT, cli, quiet_env, write_toy_csv
 
 
 def one_error_line(capsys) -> str:
@@ -68,6 +69,74 @@ def test_evaluate_test_split_refuses_other_files(toy_run, tmp_path, capsys):
     same_name = write_toy_csv(tmp_path / "elsewhere" / toy_run[1].name, n=50, seed=7)
     assert main(["evaluate", "--checkpoint", str(run), "--data", str(same_name)]) == 2
     assert "sha256" in one_error_line(capsys)
+
+
+def test_evaluate_saves_predictions_csv_and_parquet(toy_run, tmp_path, capsys, monkeypatch):
+    import pandas as pd
+    run, toy, _ = toy_run
+    csv, pq = tmp_path / "p.csv", tmp_path / "p.parquet"
+    assert main(["evaluate", "--checkpoint", str(run), "--save-predictions", str(csv),
+                 "--json"]) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    df = pd.read_csv(csv)
+    assert len(df) == res["n"] == 50 and res["predictions"] == str(csv)
+    probs = df[[f"prob {n}" for n in res["labels"]]].to_numpy()
+    assert np.allclose(probs.sum(1), 1, atol=1e-4)
+    assert (df["predicted_label"] == [res["labels"][i] for i in probs.argmax(1)]).all()
+    assert df["correct"].mean() == pytest.approx(res["metrics"]["accuracy"])
+    assert (df["n_tokens"] > 0).all() and set(df["stars"]) == {1, 2, 3, 4, 5}
+    # the second run reads the prediction cache and writes the same rows as Parquet
+    assert main(["evaluate", "--checkpoint", str(run), "--save-predictions", str(pq),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["cached"] is True
+    pd.testing.assert_frame_equal(pd.read_parquet(pq), df, check_dtype=False, atol=1e-6)
+    # a set too big to hold is streamed in chunks to the file: same predictions
+    from reviewbert.analysis import sources
+    monkeypatch.setattr(sources, "CACHE_MAX_REVIEWS", 10)
+    big = tmp_path / "all.parquet"
+    assert main(["evaluate", "--checkpoint", str(run), "--data", str(toy), "--split", "all",
+                 "--save-predictions", str(big), "--json"]) == 0
+    streamed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert streamed["cache"] is None and streamed["n"] == 250
+    all_rows = pd.read_parquet(big)
+    assert len(all_rows) == 250
+    same = all_rows.merge(df, on="text", suffixes=("", "_test"))
+    assert len(same) == 50
+    assert np.allclose(same["prob 1 star"], same["prob 1 star_test"], atol=1e-3)
+
+
+@pytest.mark.slow
+def test_evaluate_under_accelerate_launch_splits_the_work(toy_run, tmp_path):
+    """Two CPU processes, each scoring its share; one file, rows in data order."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+    run, toy, _ = toy_run
+    one, two = tmp_path / "one.csv", tmp_path / "two.csv"
+    common = ["evaluate", "--checkpoint", str(run), "--data", str(toy), "--split", "all",
+              "--no-cache", "--json"]
+    res = cli(*common, "--save-predictions", one)
+    assert res.returncode == 0, res.stderr[-3000:]
+    launcher = Path(sys.executable).with_name("accelerate")
+    # --multi_gpu is Accelerate's torchrun launcher; with no GPU the processes use gloo on
+    # the CPU (--cpu alone would start one process)
+    p = subprocess.run([str(launcher), "launch", "--multi_gpu", "--num_processes", "2",
+                        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend",
+                        "no", "-m", "reviewbert", *common, "--save-predictions", str(two)],
+                       cwd=ROOT, env=quiet_env(), capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
+    assert len(out) == 1 and out[0]["processes"] == 2       # printed by the main process only
+    single = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out[0]["n"] == single["n"] == 250
+    assert out[0]["metrics"]["loss"] == pytest.approx(single["metrics"]["loss"], rel=1e-5)
+    a, b = pd.read_csv(one), pd.read_csv(two)
+    assert len(b) == 250 and (a["text"] == b["text"]).all()      # every review once, in order
+    cols = [c for c in a.columns if c.startswith("prob ")]
+    # the same batches as one process (up to bf16 rounding where a batch's padding differs)
+    np.testing.assert_allclose(a[cols].to_numpy(), b[cols].to_numpy(), atol=1e-4)
 
 
 def test_predict_json(toy_run, capsys):

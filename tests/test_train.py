@@ -293,11 +293,13 @@ def test_launched_cpu_training_leaves_room_for_the_app():
         early.start()
         _set_threads(SimpleNamespace(device=torch.device("cpu"), num_processes=1))
         print(os.nice(0), os.getpriority(os.PRIO_PROCESS, early.native_id),
-              torch.get_num_threads(), os.environ["RAYON_NUM_THREADS"])
+              torch.get_num_threads(), os.environ["RAYON_NUM_THREADS"],
+              os.sched_getscheduler(0) == os.SCHED_IDLE,
+              os.sched_getscheduler(early.native_id) == os.SCHED_IDLE)
     """
     env = {k: v for k, v in os.environ.items()
            if k not in ("OMP_NUM_THREADS", "REVIEWBERT_TRAIN_NICE", "REVIEWBERT_TRAIN_THREADS",
-                        "RAYON_NUM_THREADS")}
+                        "RAYON_NUM_THREADS", "REVIEWBERT_TRAIN_SCHED")}
     env["REVIEWBERT_LAUNCHED"] = "1"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=120)
@@ -305,4 +307,4 @@ def test_launched_cpu_training_leaves_room_for_the_app():
     cores = len(os.sched_getaffinity(0))
     nice = min(19, os.nice(0) + 10)
     assert out.stdout.split() == [str(nice), str(nice), str(max(1, cores - 1)),
-                                  str(max(1, cores - 1))]
+                                  str(max(1, cores - 1)), "True", "True"]

@@ -7,6 +7,7 @@ from pathlib import Path
 import streamlit as st
 
 from .. import catalog
+from ..markdown import md_escape
 from ..model import CheckpointInfo, describe_device, list_checkpoints, pick_device
 from . import state as S
 
@@ -28,7 +29,9 @@ def default_index(infos: list[CheckpointInfo]) -> int:
 
 
 def _metric_line(info: CheckpointInfo) -> str:
-    m = info.test_metrics
+    # only numbers are formatted: a hand-edited reviewbert.json must not break every page
+    m = {k: v for k, v in info.test_metrics.items()
+         if isinstance(v, (int, float)) and not isinstance(v, bool)}
     parts = []
     if m.get("accuracy") is not None:
         parts.append(f"accuracy {m['accuracy']:.1%}")
@@ -39,6 +42,46 @@ def _metric_line(info: CheckpointInfo) -> str:
     if m.get("loss") is not None:
         parts.append(f"loss {m['loss']:.3f}")
     return ", ".join(parts) if parts else "no test metrics recorded"
+
+
+def _broken_note(problems: list, root: Path) -> None:
+    """Say which checkpoint folders are not offered, and why (their config or
+    reviewbert.json is unreadable); the app keeps serving the others."""
+    if not problems:
+        return
+    with st.sidebar.expander(f"⚠️ {len(problems)} checkpoint folder(s) cannot be opened"):
+        for path, why in problems:
+            st.caption(f"{_plain(_rel(path, root))}: {_plain(why)}")
+
+
+_plain = md_escape
+
+
+def load_error(e: Exception) -> None:
+    """Every page's message for a checkpoint that cannot be loaded (the text is escaped:
+    it can hold label names and paths from the checkpoint's own files)."""
+    st.error(f"This checkpoint cannot be loaded: {md_escape(str(e))}\n\n"
+             "Pick another one in the sidebar, or train a new one.")
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _refuse_pending(problems: list, infos: list[CheckpointInfo]) -> None:
+    """A checkpoint asked for by another page (the Train page's "Open on the main
+    page") that cannot be opened: say why, rather than silently showing another."""
+    want = st.session_state.get(S.PENDING_CHECKPOINT)
+    if want is None or want in {str(i.path) for i in infos}:
+        return  # readable (if the picker hides it, a search trial, it is ignored as before)
+    st.session_state.pop(S.PENDING_CHECKPOINT, None)
+    why = next((m for p, m in problems if str(p) == want), None)
+    st.error(f"**{_plain(Path(want).parent.name + '/' + Path(want).name)}** cannot be opened: "
+             f"{_plain(why or 'it is not a readable checkpoint')}. "
+             "Showing the one picked in the sidebar.")
 
 
 def describe(info: CheckpointInfo) -> str:
@@ -53,7 +96,8 @@ def pick_checkpoint(root: Path) -> CheckpointInfo | None:
     One entry per run (its ``best/``; never ``last/``, which a training run rewrites),
     plain checkpoints such as the demo, and search trials only when asked.
     """
-    infos = list_checkpoints(root)
+    problems: list = []
+    infos = list_checkpoints(root, problems)
     st.sidebar.header("Model")
     st.sidebar.caption(f"Device: {describe_device(pick_device())}")
     n_trials = catalog.count_trials(infos)
@@ -61,11 +105,13 @@ def pick_checkpoint(root: Path) -> CheckpointInfo | None:
     if n_trials:
         show_trials = st.sidebar.checkbox(f"Show search trials ({n_trials})", key=S.SHOW_TRIALS)
     items = catalog.entries(infos, show_trials)
+    by_path = {e.path: e for e in items}
+    _refuse_pending(problems, infos)
     if not items:
         st.sidebar.info(f"No trained checkpoint under `{root}` yet.")
+        _broken_note(problems, root)
         st.session_state[S.CHECKPOINT_INFO] = None
         return None
-    by_path = {e.path: e for e in items}
     S.apply_pending_checkpoint(list(by_path))
     if st.session_state.get(S.CHECKPOINT) not in by_path:
         st.session_state.pop(S.CHECKPOINT, None)  # e.g. deleted, or a trial now hidden
@@ -74,6 +120,7 @@ def pick_checkpoint(root: Path) -> CheckpointInfo | None:
         key=S.CHECKPOINT, format_func=lambda p: by_path[p].label)
     info = by_path[choice].info
     st.sidebar.markdown(describe(info))
+    _broken_note(problems, root)
     st.session_state[S.CHECKPOINT_INFO] = info
     return info
 

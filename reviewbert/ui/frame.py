@@ -23,6 +23,8 @@ def pages() -> list:
         st.Page(S.PREDICT_PAGE, title="Predict", icon="⭐", default=True),
         st.Page(S.TRAIN_PAGE, title="Train", icon="🏋️"),
         st.Page(S.INSIDE_PAGE, title="Inside BERT", icon="🔍"),
+        st.Page(S.ERROR_PAGE, title="Error analysis", icon="🔬"),
+        st.Page(S.FAITH_PAGE, title="Faithfulness", icon="⚖️"),
     ]
 
 

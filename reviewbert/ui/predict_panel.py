@@ -8,11 +8,13 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import streamlit as st
 
-from ..examples import BUILTIN_SOURCE, Review, builtin_examples, sample, test_split_examples
+from ..examples import (BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample,
+                        test_split_examples)
 from ..inference import Predictor
-from ..model import CheckpointInfo, pick_device
+from ..model import CheckpointError, CheckpointInfo, pick_device
 from . import state as S
 
 MISCLASSIFIED_TRIES = 25
@@ -26,8 +28,17 @@ def mtime(path: Path) -> float:
 
 @st.cache_resource(max_entries=3, show_spinner="Loading the checkpoint…")
 def load_predictor(path: str, stamp: float) -> Predictor:
-    predictor = Predictor.from_checkpoint(path, pick_device())
-    predictor.warm_up()
+    """The shared predictor of a checkpoint. Any failure is a CheckpointError (one
+    line, which every page shows instead of a traceback); none is cached, so a
+    fixed checkpoint loads on the next rerun."""
+    try:
+        predictor = Predictor.from_checkpoint(path, pick_device())
+        predictor.warm_up()
+    except CheckpointError:
+        raise
+    except Exception as e:  # noqa: BLE001 - it loaded but cannot predict: still broken
+        why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        raise CheckpointError(f"{path} loaded but cannot predict: {type(e).__name__}: {why}") from e
     return predictor
 
 
@@ -50,17 +61,43 @@ def load_test_reviews(path: str, stamp: float) -> tuple[list[Review] | None, str
     return reviews, ""
 
 
-def _do_sample(reviews, predictor: Predictor):
+def _cached_mistakes(reviews, predictor: Predictor, path: str | None):
+    """The reviews the error-analysis cache says this checkpoint gets wrong, or None when
+    these reviews were never evaluated as a whole (then the sampler predicts as it draws)."""
+    if path is None:
+        return None
+    from ..analysis import lookup
+    try:
+        preds = lookup(path, reviews, predictor.scheme, predictor.max_length)
+    except OSError:
+        return None
+    if preds is None:
+        return None
+    return [reviews[i] for i in np.flatnonzero(~preds.correct)]
+
+
+def _do_sample(reviews, predictor: Predictor, path: str | None = None):
     # Read the filters from session state: they may have changed in this same rerun.
     stars = st.session_state.get(S.SAMPLE_STARS)
     only_wrong = st.session_state.get(S.SAMPLE_WRONG, False)
     scheme = predictor.scheme
     wrong = None
+    pool = reviews
     if only_wrong:
         def wrong(r: Review) -> bool:
             return predictor.predict(r.text).label_id != scheme.class_of(r.stars)
+        mistakes = _cached_mistakes(reviews, predictor, path)
+        if mistakes is not None:
+            # Draw among the cached mistakes; the one exact fp32 prediction that follows
+            # confirms it (a bf16 cache can differ from fp32 on a borderline review).
+            pool = mistakes
+            if not filter_stars(pool, stars):
+                st.session_state[S.SAMPLE_NOTE] = (
+                    f"the model gets every {'' if stars is None else f'{stars}-star '}review of "
+                    "this split right (from the error-analysis page's saved predictions)")
+                return
     rng = random.Random()
-    review, note = sample(reviews, rng, stars, wrong, MISCLASSIFIED_TRIES)
+    review, note = sample(pool, rng, stars, wrong, MISCLASSIFIED_TRIES)
     st.session_state[S.SAMPLE_NOTE] = note
     if review is None:
         return
@@ -84,10 +121,11 @@ def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> No
         c1.selectbox("True rating", [None, 1, 2, 3, 4, 5], key=S.SAMPLE_STARS,
                              format_func=lambda s: "any" if s is None else "★" * s)
         c2.checkbox("Only misclassified", key=S.SAMPLE_WRONG,
-                                 help=f"Draws until the model gets one wrong "
-                                      f"(at most {MISCLASSIFIED_TRIES} tries)")
+                                 help=f"Draws one of the model's mistakes from the Error analysis page's "
+                         f"cache when the split was evaluated there; otherwise draws until "
+                         f"the model gets one wrong (at most {MISCLASSIFIED_TRIES} tries)")
         c3.button("Sample a review", key="sample_btn", on_click=_do_sample,
-                  args=(reviews, predictor), use_container_width=True)
+                  args=(reviews, predictor, str(info.path)), use_container_width=True)
         note = st.session_state.pop(S.SAMPLE_NOTE, "")
         if note:
             st.info(note)

@@ -19,6 +19,8 @@ import streamlit as st
 PREDICT_PAGE = "pages/predict.py"
 TRAIN_PAGE = "pages/train.py"
 INSIDE_PAGE = "pages/inside_bert.py"
+FAITH_PAGE = "pages/faithfulness.py"
+ERROR_PAGE = "pages/error_analysis.py"
 
 # --- the frame's sidebar -----------------------------------------------------------
 CHECKPOINT = "checkpoint"                  # selectbox: str path of the chosen checkpoint
@@ -71,6 +73,47 @@ INSIDE_BACK = "inside_back"                # button: classroom mode, previous st
 INSIDE_FIG = "inside_fig_"                 # prefix: the page's chart keys
 INSIDE_SAVED = "inside_saved"              # {widget key: value}: the page's widgets, kept
                                            # while another page runs (ui/teaching.keep_state)
+
+# --- the Error analysis page (reviewbert/ui/error_views.py) -----------------------------
+ERR_SOURCE = "err_source"                  # radio: test split / data file / upload
+ERR_FILE = "err_file"                      # selectbox: data file (str path)
+ERR_UPLOAD = "err_upload"                  # file_uploader
+ERR_UPLOADED = "err_uploaded"              # str path of the saved upload
+ERR_UPLOAD_ERROR = "err_upload_error"      # str: why the last upload was not kept
+ERR_RUN = "err_run"                        # input key (str) whose evaluation was asked for
+ERR_RESULT = "err_result"                  # (input key, SplitPredictions) when not cacheable
+ERR_TAB = "err_tab"                        # tabs: the open section
+ERR_CONFUSION = "err_confusion"            # plotly_chart selection: a confusion-matrix cell
+ERR_NAMES = "err_names"                    # class names of the drawn confusion matrix
+ERR_TRUE = "err_true"                      # multiselect: true classes in the browser
+ERR_PRED = "err_pred"                      # multiselect: predicted classes in the browser
+ERR_ONLY_WRONG = "err_only_wrong"          # checkbox: only misclassified reviews
+ERR_SORT = "err_sort"                      # selectbox: browser order
+ERR_SEARCH = "err_search"                  # text_input: text search
+ERR_TABLE = "err_table"                    # prefix: dataframe selection (one key per filter set)
+ERR_HV_WINDOW = "err_hv_window"            # slider: this page's head-view window
+ERR_WW_PREFIX = "err_ww"                   # prefix: this page's "Which words mattered?" widgets
+ERR_ATT_RUN = "err_att_run"                # predictions key (str) whose attention pass was asked for
+ERR_ATT_LAYER = "err_att_layer"            # selectbox: layer of the per-rating words
+ERR_ATT_BY = "err_att_by"                  # radio: group by true or predicted rating
+ERR_ATT_MIN = "err_att_min"                # number_input: minimum reviews per word
+ERR_ATT_HIDE = "err_att_hide"              # checkbox: hide stop-words and punctuation
+ERR_ISSUES_TABLE = "err_issues_table"      # dataframe selection: a label issue
+ERR_COMPARE = "err_compare"                # selectbox: the other checkpoint
+ERR_COMPARE_RUN = "err_compare_run"        # input key + other checkpoint (str) asked for
+ERR_FIG = "err_fig"                        # selectbox: the figure to export
+ERR_PNG = "err_png"                        # (figure key, PNG bytes)
+ERR_REPORT = "err_report"                  # (input key, HTML str) of the built report
+
+# --- "Which words mattered?" (ui/explain_views) and the Faithfulness page -------------
+WW_PREFIX = "ww"                           # prefix: the Predict page's section: ww_layer,
+                                           # ww_head, ww_steps (selectboxes), ww_run (button),
+                                           # ww_view (segmented control: text or heatmap),
+                                           # ww_cache ({"key", "value_norm", "gradient"}: this
+                                           # prediction's explanations, kept across reruns)
+FAITH_PREFIX = "faith"                     # prefix: the Faithfulness page: faith_n (number of
+                                           # reviews), faith_steps (IG steps), faith_run (button),
+                                           # faith_show (selectbox: which cached run is shown)
 
 # Widget keys whose values should survive a visit to another page. Streamlit drops a
 # widget's state when a run does not draw it; re-assigning it each run keeps it.

@@ -13,18 +13,20 @@ carries the page's widget values across runs (and across visits to other pages).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import streamlit as st
 
+from ..markdown import md_escape
+
 from .. import anatomy as A
 from .. import anatomy_figures as AF
 from ..figures import probs_bar
 from ..inference import Prediction, Predictor
 from ..model import CheckpointError, CheckpointInfo
+from . import checkpoints as C
 from . import predict_panel as P
 from . import state as S
 from . import views as V
@@ -126,7 +128,7 @@ def load_predictor(info: CheckpointInfo) -> Predictor | None:
     try:
         predictor = P.load_predictor(str(info.path), P.mtime(info.path))
     except CheckpointError as e:
-        st.error(f"This checkpoint cannot be loaded: {e}\n\nPick another one in the sidebar.")
+        C.load_error(e)
         return None
     why = A.unsupported_reason(predictor.model)
     if why:
@@ -143,9 +145,7 @@ def lesson(predictor: Predictor, info: CheckpointInfo, text: str, classroom: boo
 
 
 # -------------------------------------------------------------------- layout helpers
-def _md(s: str) -> str:
-    """User text inside st.markdown: markdown's special characters shown as typed."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-.!|<>~$])", r"\\\1", s)
+_md = md_escape
 
 
 def _chart(les: Lesson, fig, name: str) -> None:
