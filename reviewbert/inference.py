@@ -22,6 +22,7 @@ with ``output_attentions=True``.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -269,6 +270,36 @@ def _mkldnn_ok() -> bool:
                     and torch.allclose(yg, F.gelu(F.linear(x, w, b)), atol=1e-4))
     except Exception:  # noqa: BLE001 - any failure means: use plain F.linear
         return False
+
+
+# ------------------------------------------------------------------- threads
+@contextmanager
+def cpu_threads(n: int | None):
+    """Run the block with ``n`` torch threads (None: unchanged), then restore.
+
+    Why: a prediction's OpenMP region waits at its barriers for its slowest thread;
+    while a background training holds one of the cores, a thread scheduled there makes
+    a 256-token prediction ~4x slower than idle even with the trainer in SCHED_IDLE.
+    One thread fewer, only while a run trains, keeps it under 2x
+    (bench/predict_while_training.py). torch's thread count is per process, so
+    concurrent sessions may briefly see each other's setting: harmless for results.
+    """
+    if not n:
+        yield
+        return
+    old = torch.get_num_threads()
+    torch.set_num_threads(max(1, n))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def threads_beside_training(busy: bool) -> int | None:
+    """The thread count for a prediction: one core fewer while a run trains on the CPU."""
+    if not busy:
+        return None
+    return max(1, torch.get_num_threads() - 1)
 
 
 # ------------------------------------------------------------------- predictor

@@ -494,6 +494,25 @@ def queue_dir(run_dir, device: str) -> Path:
     return root / ".queue" / re.sub(r"[^A-Za-z0-9:,._-]", "_", device)
 
 
+def device_busy(root, device: str = "cpu") -> bool:
+    """True while a run trains on ``device`` from the checkpoints folder ``root`` (someone
+    holds its slot.lock). Costs one open and one non-blocking flock: the app asks it
+    before each prediction."""
+    qroot = Path(os.environ.get(QUEUE_DIR_ENV) or Path(root))
+    path = qroot / ".queue" / re.sub(r"[^A-Za-z0-9:,._-]", "_", device) / "slot.lock"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing drops a lock we got
+    return False
+
+
 def _write_ticket(qdir: Path, pid: int, started, run_dir, queued_at: float) -> Path:
     qdir.mkdir(parents=True, exist_ok=True)
     p = qdir / f"{int(queued_at * 1e9):020d}-{pid}.json"

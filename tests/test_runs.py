@@ -248,3 +248,31 @@ def test_launched_child_that_fails_early_says_failed(tmp_path, monkeypatch):
     st = read_status(tmp_path / "run")
     assert st["state"] == "failed" and "epochs must be an integer >= 1" in st["message"]
 
+
+
+def test_device_busy_is_true_only_while_the_slot_is_held(tmp_path, monkeypatch):
+    import fcntl
+    from reviewbert.runs import device_busy
+    monkeypatch.delenv("REVIEWBERT_QUEUE_DIR", raising=False)
+    assert not device_busy(tmp_path)                      # no queue folder at all
+    lock = tmp_path / ".queue" / "cpu" / "slot.lock"
+    lock.parent.mkdir(parents=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    try:
+        assert not device_busy(tmp_path)
+        fcntl.flock(fd, fcntl.LOCK_EX)                    # what a training run holds
+        assert device_busy(tmp_path)
+        assert not device_busy(tmp_path, "cuda:0")
+    finally:
+        os.close(fd)
+    assert not device_busy(tmp_path)
+
+
+def test_predictions_use_one_thread_fewer_only_beside_training():
+    import torch
+    from reviewbert.inference import cpu_threads, threads_beside_training
+    before = torch.get_num_threads()
+    assert threads_beside_training(False) is None
+    with cpu_threads(threads_beside_training(True)):
+        assert torch.get_num_threads() == max(1, before - 1)
+    assert torch.get_num_threads() == before

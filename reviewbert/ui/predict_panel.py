@@ -146,7 +146,11 @@ def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> No
 
 
 def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
-    with st.spinner("Predicting…"):
+    from ..inference import cpu_threads, threads_beside_training
+    from ..runs import device_busy
+    from .checkpoints import checkpoints_root
+    busy = predictor.device.type == "cpu" and device_busy(checkpoints_root())
+    with st.spinner("Predicting…"), cpu_threads(threads_beside_training(busy)):
         pred = predictor.predict(text)
     st.session_state[S.RESULT] = {"key": ckpt_key, "input": text, "pred": pred}
 
