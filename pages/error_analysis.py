@@ -1,8 +1,7 @@
 """Error analysis: evaluate a checkpoint over a whole split once, then see where it goes wrong."""
 import streamlit as st
 
-from reviewbert.model import CheckpointError
-from reviewbert.ui import checkpoints as C, error_views as E, frame, predict_panel as P, state as S
+from reviewbert.ui import error_views as E, frame, predict_panel as P, state as S
 
 frame.require()
 
@@ -12,16 +11,7 @@ st.caption("Evaluate the checkpoint over a whole split (batched, once: the predi
            "confusion matrix and its reviews with every attention view, reviews whose rating "
            "is probably wrong (cleanlab), and what BERT attends to for each rating.")
 
-info = S.current_checkpoint()
-if info is None:
-    C.training_guide(C.checkpoints_root())
-    st.stop()
-
-try:
-    predictor = P.load_predictor(str(info.path), P.mtime(info.path))
-except CheckpointError as e:
-    C.load_error(e)
-    st.stop()
+info, predictor = P.require_predictor()
 
 choice = E.pick_data(info, predictor)
 if choice is None:

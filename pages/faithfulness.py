@@ -1,8 +1,7 @@
 """Faithfulness: which explanation can be trusted on this checkpoint (ERASER on its test split)."""
 import streamlit as st
 
-from reviewbert.model import CheckpointError
-from reviewbert.ui import checkpoints as C, explain_views as X, frame, predict_panel as P, state as S
+from reviewbert.ui import explain_views as X, frame, predict_panel as P, state as S
 
 frame.require()
 
@@ -13,15 +12,6 @@ st.caption("The Predict page shows five explanations of a prediction. Here they 
            "them should preserve it (sufficiency) — better than random words do. ERASER, "
            "DeYoung et al. 2020.")
 
-info = S.current_checkpoint()
-if info is None:
-    C.training_guide(C.checkpoints_root())
-    st.stop()
-
-try:
-    predictor = P.load_predictor(str(info.path), P.mtime(info.path))
-except CheckpointError as e:
-    C.load_error(e)
-    st.stop()
+info, predictor = P.require_predictor()
 
 X.faithfulness_section(predictor, info, key_prefix=S.FAITH_PREFIX)

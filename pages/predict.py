@@ -1,8 +1,7 @@
 """Predict: paste or sample a review, see its predicted stars and what BERT attends to."""
 import streamlit as st
 
-from reviewbert.model import CheckpointError
-from reviewbert.ui import checkpoints as C, explain_views as X, frame, predict_panel as P, state as S, views as V
+from reviewbert.ui import explain_views as X, frame, predict_panel as P, state as S, views as V
 
 frame.require()
 
@@ -11,16 +10,7 @@ st.caption("Predict an Amazon review's star rating with a fine-tuned BERT, then 
            "attends to: [CLS] attention per layer, every head, bertviz's head view, and the "
            "review highlighted word by word.")
 
-info = S.current_checkpoint()
-if info is None:
-    C.training_guide(C.checkpoints_root())
-    st.stop()
-
-try:
-    predictor = P.load_predictor(str(info.path), P.mtime(info.path))
-except CheckpointError as e:
-    C.load_error(e)
-    st.stop()
+info, predictor = P.require_predictor()
 
 key = f"{info.path}:{P.mtime(info.path)}"
 P.input_panel(predictor, info, key)

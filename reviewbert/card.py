@@ -117,7 +117,7 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         f"## Results on its balanced test split ({evaluation.get('n', 0):,} reviews)",
         "",
         "Measured with `python -m reviewbert evaluate --checkpoint checkpoints/"
-        f"{Path(info.path).name} --data <the five files> --split test --json`.",
+        f"{Path(info.path).name} --data <the five files> --split test --precision fp32 --json`.",
         "",
         "| metric | this checkpoint | TF-IDF + logistic regression (same split) | seed report, Table 1 (bert-base, its own split) |",
         "|---|---|---|---|",

@@ -50,7 +50,7 @@ def test_card_matches_a_fresh_evaluation(data_dir):
     from reviewbert.card import fmt, read_card_metrics
     card = read_card_metrics(DEMO / "README.md")
     cmd = [sys.executable, "-m", "reviewbert", "evaluate", "--checkpoint", str(DEMO),
-           "--split", "test", "--json"]
+           "--split", "test", "--precision", "fp32", "--json"]   # the card's figures are fp32
     for f in FILES:
         cmd += ["--data", str(data_dir / f)]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)

@@ -15,6 +15,7 @@ from ..examples import (BUILTIN_SOURCE, Review, builtin_examples, filter_stars, 
                         test_split_examples)
 from ..inference import Predictor
 from ..model import CheckpointError, CheckpointInfo, pick_device
+from . import checkpoints as C
 from . import state as S
 
 MISCLASSIFIED_TRIES = 25
@@ -145,11 +146,24 @@ def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> No
         run(predictor, text, ckpt_key)
 
 
+def require_predictor() -> tuple[CheckpointInfo, Predictor]:
+    """The sidebar's checkpoint and its cached predictor, for a page that needs a model;
+    with none (the training guide) or a broken one (its message) the page stops here."""
+    info = S.current_checkpoint()
+    if info is None:
+        C.training_guide(C.checkpoints_root())
+        st.stop()
+    try:
+        return info, load_predictor(str(info.path), mtime(info.path))
+    except CheckpointError as e:
+        C.load_error(e)
+        st.stop()
+
+
 def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
     from ..inference import cpu_threads, threads_beside_training
     from ..runs import device_busy
-    from .checkpoints import checkpoints_root
-    busy = predictor.device.type == "cpu" and device_busy(checkpoints_root())
+    busy = predictor.device.type == "cpu" and device_busy(C.checkpoints_root())
     with st.spinner("Predicting…"), cpu_threads(threads_beside_training(busy)):
         pred = predictor.predict(text)
     st.session_state[S.RESULT] = {"key": ckpt_key, "input": text, "pred": pred}
