@@ -584,16 +584,12 @@ class TrainHooks:
         return None
 
 
-class StepLog(TrainHooks):
-    """steps.jsonl (format: runs.py), the default hook of the main process.
+class _BufferedSteps(TrainHooks):
+    """Step rows wait in memory for up to ``flush_s`` and go out together: one device
+    sync for all their losses (reading a loss every step would stall a GPU), then
+    :meth:`emit` with each row's loss as a float."""
 
-    Rows wait in memory for up to ``flush_s`` and go out together: one device
-    sync for all their losses, one write. Before every save they are flushed,
-    so steps.jsonl always reaches the step that last/ holds.
-    """
-
-    def __init__(self, run_dir, flush_s: float = 1.0):
-        self.writer = StepsWriter(run_dir)
+    def __init__(self, flush_s: float):
         self.flush_s, self.rows, self.last = flush_s, [], time.monotonic()
 
     def after_step(self, info):
@@ -604,11 +600,27 @@ class StepLog(TrainHooks):
     def flush(self):
         if self.rows:
             losses = torch.stack([r["loss"].float() for r in self.rows]).cpu().tolist()
-            self.writer.write([{"epoch": r["epoch"], "step": r["step"], "loss": round(loss, 6),
-                                "lr": r["lr"], "time": round(r["time"], 3)}
-                               for r, loss in zip(self.rows, losses)])
+            self.emit(list(zip(self.rows, losses)))
             self.rows = []
         self.last = time.monotonic()
+
+    def emit(self, rows: list[tuple[dict, float]]) -> None:
+        raise NotImplementedError
+
+
+class StepLog(_BufferedSteps):
+    """steps.jsonl (format: runs.py), the default hook of the main process.
+
+    Flushed before every save, so steps.jsonl always reaches the step that last/ holds.
+    """
+
+    def __init__(self, run_dir, flush_s: float = 1.0):
+        super().__init__(flush_s)
+        self.writer = StepsWriter(run_dir)
+
+    def emit(self, rows):
+        self.writer.write([{"epoch": r["epoch"], "step": r["step"], "loss": round(loss, 6),
+                            "lr": r["lr"], "time": round(r["time"], 3)} for r, loss in rows])
 
     def before_save(self, info):
         self.flush()
@@ -618,24 +630,16 @@ class StepLog(TrainHooks):
         self.writer.close()
 
 
-class TrackerLog(TrainHooks):
+class TrackerLog(_BufferedSteps):
     """Per-step loss and lr, per-epoch metrics, to Accelerate's trackers (``--report-to``)."""
 
     def __init__(self, accelerator, flush_s: float = 5.0):
-        self.acc, self.flush_s, self.rows, self.last = accelerator, flush_s, [], time.monotonic()
+        super().__init__(flush_s)
+        self.acc = accelerator
 
-    def after_step(self, info):
-        self.rows.append(info)
-        if time.monotonic() - self.last >= self.flush_s:
-            self.flush()
-
-    def flush(self):
-        if self.rows:
-            losses = torch.stack([r["loss"].float() for r in self.rows]).cpu().tolist()
-            for r, loss in zip(self.rows, losses):
-                self.acc.log({"train/step_loss": loss, "train/lr": r["lr"]}, step=r["step"])
-            self.rows = []
-        self.last = time.monotonic()
+    def emit(self, rows):
+        for r, loss in rows:
+            self.acc.log({"train/step_loss": loss, "train/lr": r["lr"]}, step=r["step"])
 
     def after_epoch(self, info):
         self.flush()

@@ -827,6 +827,16 @@ class _ArrayElements:
         if i < len(self._buf):
             raise self._error(i, "Extra data")
 
+
+    def _refill(self, start: int, i: int, skipped: bool) -> tuple[int, int, bool]:
+        """Read more of the document into the buffer, keeping the value that starts at
+        ``start``; a value longer than MAX_DOCUMENT_BYTES is dropped (``skipped``) so
+        one huge value never holds memory. Returns the shifted (start, i, skipped)."""
+        if i - start > MAX_DOCUMENT_BYTES:
+            return 0, i - self._more(i), True
+        moved = self._more(start)
+        return start - moved, i - moved, skipped
+
     def _scan(self, i: int) -> tuple[int, int, bool]:
         """(start, end, skipped) of the element at ``buf[i]``, reading on as needed.
         Past MAX_DOCUMENT_BYTES the scanned part is dropped (skipped=True)."""
@@ -837,13 +847,7 @@ class _ArrayElements:
                 m = _SCALAR_END.search(self._buf, i)
                 if m is not None or self._eof:
                     return start, m.start() if m else len(self._buf), skipped
-                i = len(self._buf)
-                if i - start > MAX_DOCUMENT_BYTES:
-                    skipped = True
-                    start, i = 0, i - self._more(i)
-                else:
-                    moved = self._more(start)
-                    start, i = start - moved, i - moved
+                start, i, skipped = self._refill(start, len(self._buf), skipped)
         while True:
             m = (_IN_STRING if in_string else _STRUCTURE).search(self._buf, i)
             if m is not None:
@@ -871,12 +875,7 @@ class _ArrayElements:
                 i = len(self._buf)
             if self._eof:
                 raise self._error(start, "the document ends inside a value: file cut off?")
-            if i - start > MAX_DOCUMENT_BYTES:
-                skipped = True
-                start, i = 0, i - self._more(i)
-            else:
-                moved = self._more(start)
-                start, i = start - moved, i - moved
+            start, i, skipped = self._refill(start, i, skipped)
 
 
 def _skip_line(f) -> None:

@@ -13,8 +13,9 @@ import streamlit as st
 
 from ..examples import (BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample,
                         test_split_examples)
-from ..inference import Predictor
+from ..inference import Predictor, cpu_threads, threads_beside_training
 from ..model import CheckpointError, CheckpointInfo, pick_device
+from ..runs import device_busy
 from . import checkpoints as C
 from . import state as S
 
@@ -161,8 +162,6 @@ def require_predictor() -> tuple[CheckpointInfo, Predictor]:
 
 
 def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
-    from ..inference import cpu_threads, threads_beside_training
-    from ..runs import device_busy
     busy = predictor.device.type == "cpu" and device_busy(C.checkpoints_root())
     with st.spinner("Predicting…"), cpu_threads(threads_beside_training(busy)):
         pred = predictor.predict(text)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from .. import jobs
 from .. import runs as R
 from .. import search as SR
 from ..train import ConfigError
@@ -86,11 +87,11 @@ def search_section(root: Path) -> None:
             st.error(str(e))
     c1, c2 = st.columns([3, 1])
     name = c1.text_input("Search name (its folder)", key=S.SEARCH_FIELD + "name",
-                         value=T.jobs.suggest_name(root, "search"))
+                         value=jobs.suggest_name(root, "search"))
     if c2.button("Launch search", type="primary", key="search_btn",
                  disabled=spec is None or bool(errors)):
         try:
-            folder = T.jobs.check_name(root, name)
+            folder = jobs.check_name(root, name)
             R.launch("search", spec.to_args(), folder, queue=True, log_name="search.log")
         except (ConfigError, R.RunBusyError, OSError) as e:
             st.error(str(e))
