@@ -61,10 +61,12 @@ def timed(fn, repeats: int):
 def captum_default_unbatched(predictor, pred):
     """Captum's IG with its default n_steps and method, one step per pass."""
     from captum.attr import LayerIntegratedGradients
-    model, emb, ids = E._gradient_setup(predictor, pred)
+    _, emb, ids = E._gradient_setup(predictor, pred)
     base = E.pad_baseline(ids, pred.word_ids, predictor.tokenizer.pad_token_id)
+    # the checkpoint's own eager transformers model, as a practitioner would call it
+    fn = E._log_prob_fn(lambda x: predictor.model(inputs_embeds=x).logits, emb)
     with torch.enable_grad():
-        attr, delta = LayerIntegratedGradients(E._log_prob_fn(model, emb), emb).attribute(
+        attr, delta = LayerIntegratedGradients(fn, emb).attribute(
             ids, baselines=base, target=int(pred.label_id), internal_batch_size=1,
             return_convergence_delta=True)
     tok = attr[0].sum(-1).double()

@@ -312,19 +312,19 @@ class _WordEmbedding(torch.nn.Module):
         return torch.nn.functional.embedding(ids, self.table)
 
 
-def _log_prob_fn(model, emb: _WordEmbedding):
+def _log_prob_fn(logits_of, emb: _WordEmbedding):
+    """ids → log p(class) through ``logits_of(word embeddings)``."""
     def forward(ids: torch.Tensor) -> torch.Tensor:
         # One review per row, all of one length: no padding, so no attention mask.
-        logits = model(inputs_embeds=emb(ids)).logits
-        return torch.log_softmax(logits.float(), dim=-1)
+        return torch.log_softmax(logits_of(emb(ids)).float(), dim=-1)
     return forward
 
 
 def _gradient_setup(predictor, pred):
-    model = predictor.model
-    emb = _WordEmbedding(model.get_input_embeddings().weight)
+    """(ids → log p, the private embedding module Captum hooks, ids [1, T])."""
+    emb = _WordEmbedding(predictor.model.get_input_embeddings().weight)
     ids = torch.tensor([token_ids(predictor, pred)], dtype=torch.long, device=emb.table.device)
-    return model, emb, ids
+    return _log_prob_fn(predictor.embedded_logits, emb), emb, ids
 
 
 class GradientXInput:
@@ -333,9 +333,9 @@ class GradientXInput:
     def run(self, predictor, pred) -> TokenScores:
         from captum.attr import LayerGradientXActivation
         t0 = time.perf_counter()
-        model, emb, ids = _gradient_setup(predictor, pred)
+        fn, emb, ids = _gradient_setup(predictor, pred)
         with torch.inference_mode(False), torch.enable_grad():
-            attr = LayerGradientXActivation(_log_prob_fn(model, emb), emb).attribute(
+            attr = LayerGradientXActivation(fn, emb).attribute(
                 ids, target=int(pred.label_id))
         tok = attr[0].sum(-1).detach().float().cpu().numpy()
         return _result(self, pred, word_sum(tok, pred.word_ids, len(pred.words)), tok,
@@ -366,11 +366,11 @@ class IntegratedGradients:
     def attribute(self, predictor, pred, n_steps: int) -> tuple[np.ndarray, float, float]:
         """(per-token attributions [T], Captum's delta, f(x) − f(baseline)) at ``n_steps``."""
         from captum.attr import LayerIntegratedGradients
-        model, emb, ids = _gradient_setup(predictor, pred)
+        fn, emb, ids = _gradient_setup(predictor, pred)
         pad = predictor.tokenizer.pad_token_id
         base = pad_baseline(ids, pred.word_ids, 0 if pad is None else pad)
         with torch.inference_mode(False), torch.enable_grad():
-            attr, delta = LayerIntegratedGradients(_log_prob_fn(model, emb), emb).attribute(
+            attr, delta = LayerIntegratedGradients(fn, emb).attribute(
                 ids, baselines=base, target=int(pred.label_id), n_steps=n_steps,
                 method="gausslegendre", internal_batch_size=self.batch_size(ids.shape[1], n_steps),
                 return_convergence_delta=True)

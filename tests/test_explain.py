@@ -161,6 +161,33 @@ def test_batched_interpolation_steps_give_the_same_attributions(tiny):
     np.testing.assert_allclose(batched.token_scores, one.token_scores, rtol=1e-4, atol=1e-6)
 
 
+def test_gradient_forward_matches_the_eager_model(tiny):
+    """The gradient methods' own forward (SDPA attention, [CLS]-only last layer, fused
+    QKV) gives the eager transformers model's logits, input gradients and IG."""
+    from reviewbert.inference import GradBertForward
+    pred = tiny.predict(REVIEW)
+    ids = torch.tensor([E.token_ids(tiny, pred)] * 3)
+    scale = torch.linspace(0.1, 1.0, 3)[:, None, None]        # three points of an IG path
+    x = tiny.model.get_input_embeddings().weight.detach()[ids] * scale
+    xf, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    fast, eager = tiny.embedded_logits(xf), tiny.model(inputs_embeds=xe).logits
+    assert isinstance(tiny._grad_forward, GradBertForward)
+    np.testing.assert_allclose(fast.detach(), eager.detach(), rtol=1e-4, atol=1e-5)
+    k = pred.label_id
+    gf, = torch.autograd.grad(torch.log_softmax(fast, -1)[:, k].sum(), xf)
+    ge, = torch.autograd.grad(torch.log_softmax(eager, -1)[:, k].sum(), xe)
+    np.testing.assert_allclose(gf, ge, rtol=1e-3, atol=1e-6)
+    assert gf.abs().max() > 0
+    ours = E.IntegratedGradients(n_steps=8, max_steps=None).run(tiny, pred)
+    tiny._grad_forward = lambda e: tiny.model(inputs_embeds=e).logits     # the eager path
+    try:
+        plain = E.IntegratedGradients(n_steps=8, max_steps=None).run(tiny, pred)
+    finally:
+        tiny._grad_forward = None
+    np.testing.assert_allclose(ours.token_scores, plain.token_scores, rtol=1e-3, atol=1e-6)
+    assert ours.delta == pytest.approx(plain.delta, abs=1e-5)
+
+
 def _hooks(model) -> int:
     return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) + len(m._backward_hooks)
                for m in model.modules())
