@@ -56,8 +56,13 @@ through the model's own embedding and encoder-layer modules, called one by one
 (not ``output_hidden_states=True``: transformers would install its recording
 hooks on the shared model the first time); the attention weights are the
 Prediction's own.
-``FastBertForward`` has no autograd, so gradients go through the eager model of
-the same checkpoint (``predictor.model``).
+``FastBertForward`` has no autograd, so gradients go through
+``Predictor.embedded_logits``: ``inference.GradBertForward``, the same checkpoint's
+weights (read-only) in a differentiable, batched pass with SDPA attention and a
+[CLS]-only last layer, or the eager model itself where the model is not a plain
+BERT. Written ourselves, and why: IG is nothing but these passes, and the eager
+model spends a quarter of them on [B, H, T, T] softmax tensors no gradient method
+reads and five sixths of its last layer on rows the pooler never sees.
 """
 from __future__ import annotations
 
