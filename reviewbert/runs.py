@@ -658,12 +658,14 @@ def launch(subcommand: str, args: list[str], run_dir, *, queue: bool = False,
            log_name: str = LOG_FILE, python: str | None = None) -> subprocess.Popen:
     """Start ``python -m reviewbert SUBCOMMAND ARGS --out RUN_DIR [--queue]`` in the background.
 
-    Output goes to ``RUN_DIR/LOG_NAME``. The child gets its own session, so a
-    Ctrl-C in the terminal running Streamlit (or a page rerun, or a Streamlit
-    restart) does not end it; stop it with :func:`stop_run`, cancel a queued one
-    with :func:`cancel_run`. status.json says ``queued`` or ``running`` from the
-    moment this returns (the child then keeps it up to date). With ``queue``, the
-    queue ticket is written here, so runs start in the order they were launched.
+    Output goes to ``RUN_DIR/LOG_NAME`` (never a pipe to the caller), stdin is
+    /dev/null, and the child gets its own session, so a Ctrl-C in the terminal
+    running Streamlit, a page rerun, a Streamlit restart or a SIGKILLed server
+    (the run, orphaned, trains on) does not end it; stop it with :func:`stop_run`,
+    cancel a queued one with :func:`cancel_run`. status.json says ``queued`` or
+    ``running`` from the moment this returns (the child then keeps it up to date).
+    With ``queue``, the queue ticket is written here, so runs start in the order
+    they were launched.
     Raises RunBusyError if ``run_dir`` is queued or running already, and
     FileExistsError if it holds a run and ``args`` do not say ``--resume`` (the
     child would refuse, and its finished run's status must stay as it is).
@@ -689,8 +691,11 @@ def launch(subcommand: str, args: list[str], run_dir, *, queue: bool = False,
     queued_at = time.time()
     log = open(run_dir / log_name, "ab")
     try:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                cwd=pkg_root, start_new_session=True)
+        # stdin from /dev/null: a run that outlives its launcher (a killed server) must
+        # not hold, or ever read, the terminal or pipe the launcher was started from
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, env=env, cwd=pkg_root,
+                                start_new_session=True)
     finally:
         log.close()  # the child holds its own descriptor
     _LAUNCHED[proc.pid] = proc

@@ -12,6 +12,7 @@ from urllib.parse import urlparse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+ART = ROOT / "artifacts" / "browser"    # screenshots, logs and timings (git-ignored)
 CHROMIUM = "/usr/bin/chromium"          # Debian's chromium; never a downloaded browser
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -115,3 +116,80 @@ class StreamlitServer:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+# ------------------------------------------------------------------ the Error analysis page
+def write_reviews(path: Path, rows) -> Path:
+    """A review file (JSON lines: ``review``, ``rating``) from (text, stars) pairs; JSON
+    keeps any character (NUL, lone CR) that a CSV would mangle or a reader would refuse."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for text, stars in rows:
+            f.write(json.dumps({"review": text, "rating": stars}) + "\n")
+    return path
+
+
+def caption_with(page, text: str, timeout=120_000):
+    page.wait_for_function(
+        "t => [...document.querySelectorAll('[data-testid=stCaptionContainer], "
+        "[data-testid=stMarkdownContainer]')].some(c => c.textContent.includes(t))",
+        arg=text, timeout=timeout)
+
+
+def evaluate_data_file(page, n: int) -> None:
+    """On the Error analysis page: evaluate the data folder's (only) file of ``n``
+    reviews and wait until its predictions are cached."""
+    page.get_by_text("a data file").click(timeout=120_000)
+    page.get_by_role("button", name=f"Evaluate {n} reviews").click(timeout=120_000)
+    caption_with(page, "cached in")
+
+
+def select_first_row(page) -> None:
+    """Tick the selection box of the first row of the page's first st.dataframe."""
+    grid = page.locator('[data-testid="stDataFrame"]').first
+    grid.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 14, box["y"] + 35 + 17)
+
+
+def shot(page, name: str, height: int = 2600):
+    page.set_viewport_size({"width": 1400, "height": height})
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(ART / name))
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+# ------------------------------------------------------------------------ the Train page
+def set_number(page, label: str, value):
+    """Type ``value`` into the field labelled exactly ``label`` and commit it (Enter)."""
+    box = page.get_by_label(label, exact=True)
+    box.fill(str(value))
+    box.press("Enter")
+    page.wait_for_timeout(300)
+
+
+def progress_text(page) -> str:
+    loc = page.locator('[data-testid="stProgress"]').first
+    return loc.inner_text() if loc.count() else ""
+
+
+def launch_run(page, data_file: str, name: str, basic: dict, advanced: dict,
+               timeout=60_000) -> None:
+    """On the Train page: New run, pick ``data_file``, wait for the data report, set the
+    fields in ``basic`` (label -> value), then those under Advanced, name the run
+    ``name``, press Launch and wait for the "Launched" message."""
+    page.locator("[data-testid=stRadio] label").filter(has_text="New run").click()
+    page.locator("[data-testid=stMultiSelect]").first.click()
+    page.get_by_role("option", name=data_file, exact=True).click()
+    page.keyboard.press("Escape")
+    page.get_by_text("Reviews per class (all splits)").wait_for(timeout=timeout)
+    for label, value in basic.items():
+        set_number(page, label, value)
+    page.get_by_text("Advanced", exact=True).click()
+    for label, value in {**advanced,
+                         "Run name (its folder under the checkpoints folder)": name}.items():
+        set_number(page, label, value)
+    page.wait_for_timeout(200)
+    page.get_by_role("button", name="Launch").click()
+    page.get_by_text("Launched", exact=False).wait_for(timeout=timeout)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import CHROMIUM, ROOT, StreamlitServer, offline_context
+from browser_support import (CHROMIUM, ROOT, StreamlitServer, launch_run, offline_context,
+                             progress_text)
 from toyreviews import write_toy_csv
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -73,18 +74,6 @@ def script_runs(frames: list[bytes]) -> list[str]:
     return kinds
 
 
-def set_number(page, label: str, value):
-    box = page.get_by_label(label, exact=True)
-    box.fill(str(value))
-    box.press("Enter")
-    page.wait_for_timeout(300)
-
-
-def progress_text(page) -> str:
-    loc = page.locator('[data-testid="stProgress"]').first
-    return loc.inner_text() if loc.count() else ""
-
-
 def test_train_page_in_a_real_browser(server):
     from playwright.sync_api import sync_playwright
     tmp = server.tmp
@@ -114,24 +103,8 @@ def _flow(page, server, tmp, frames, received):
         assert "Device: CPU" in page.inner_text("section[data-testid='stSidebar']")
 
         # --- start a small run from the page
-        page.locator("[data-testid=stRadio] label").filter(has_text="New run").click()
-        page.locator("[data-testid=stMultiSelect]").first.click()
-        page.get_by_role("option", name="toy.csv").click()
-        page.keyboard.press("Escape")
-        page.get_by_text("Reviews per class (all splits)").wait_for(timeout=60_000)
-        set_number(page, "Epochs", 400)
-        set_number(page, "Max length (tokens)", 32)
-        page.get_by_text("Advanced", exact=True).click()
-        set_number(page, "Cap per class", 40)
-        base = page.get_by_label("Base model", exact=True)
-        base.fill(str(tmp / "tiny-base"))
-        base.press("Enter")
-        name = page.get_by_label("Run name (its folder under the checkpoints folder)")
-        name.fill("browser-run")
-        name.press("Enter")
-        page.wait_for_timeout(500)
-        page.get_by_role("button", name="Launch").click()
-        page.get_by_text("Launched", exact=False).wait_for(timeout=30_000)
+        launch_run(page, "toy.csv", "browser-run", {"Epochs": 400, "Max length (tokens)": 32},
+                   {"Cap per class": 40, "Base model": str(tmp / "tiny-base")})
 
         # --- at least two live updates of the progress bar and the charts, no page rerun
         page.wait_for_function("() => document.body.innerText.includes('running')", timeout=90_000)
