@@ -32,6 +32,12 @@ fuzz: setup
 	REVIEWBERT_FUZZ_EXAMPLES=$(or $(REVIEWBERT_FUZZ_EXAMPLES),1500) \
 	  $(PY) -m pytest -m fuzz --hypothesis-show-statistics $(PYTEST_ARGS)
 
+# Many concurrent Streamlit sessions against one server while a run trains (tests marked
+# `load`; `make test` skips them). The full measurement: .venv/bin/python bench/load.py
+.PHONY: load
+load: setup
+	$(PY) -m pytest -m load $(PYTEST_ARGS)
+
 bench: setup
 	$(PY) bench/ingest.py
 	$(PY) bench/train_throughput.py

@@ -22,6 +22,7 @@ with ``output_attentions=True``.
 from __future__ import annotations
 
 import math
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -341,6 +342,11 @@ def _mkldnn_ok() -> bool:
 
 
 # ------------------------------------------------------------------- threads
+_threads_lock = threading.Lock()
+_threads_users = 0                  # cpu_threads blocks running now, in any thread
+_threads_base: int | None = None    # torch's thread count before the first of them
+
+
 @contextmanager
 def cpu_threads(n: int | None):
     """Run the block with ``n`` torch threads (None: unchanged), then restore.
@@ -349,25 +355,40 @@ def cpu_threads(n: int | None):
     while a background training holds one of the cores, a thread scheduled there makes
     a 256-token prediction ~4x slower than idle even with the trainer in SCHED_IDLE.
     One thread fewer, only while a run trains, keeps it under 2x
-    (bench/predict_while_training.py). torch's thread count is per process, so
-    concurrent sessions may briefly see each other's setting: harmless for results.
+    (bench/predict_while_training.py).
+
+    torch's thread count is per process (a new thread, such as the one Streamlit runs
+    each script in, starts with the last value set). Concurrent sessions therefore
+    share one count: the first block in saves the count, the last one out restores
+    it. (Saving and restoring per block let overlapping blocks leave the process at
+    one thread for good: bench/load.py found it.)
     """
+    global _threads_users, _threads_base
     if not n:
         yield
         return
-    old = torch.get_num_threads()
-    torch.set_num_threads(max(1, n))
+    with _threads_lock:
+        if _threads_users == 0:
+            _threads_base = torch.get_num_threads()
+        _threads_users += 1
+        torch.set_num_threads(max(1, n))
     try:
         yield
     finally:
-        torch.set_num_threads(old)
+        with _threads_lock:
+            _threads_users -= 1
+            if _threads_users == 0:
+                torch.set_num_threads(_threads_base)
 
 
 def threads_beside_training(busy: bool) -> int | None:
-    """The thread count for a prediction: one core fewer while a run trains on the CPU."""
+    """The thread count for a prediction: one core fewer while a run trains on the CPU
+    (fewer than the count before any :func:`cpu_threads` block lowered it)."""
     if not busy:
         return None
-    return max(1, torch.get_num_threads() - 1)
+    with _threads_lock:
+        base = _threads_base if _threads_users else torch.get_num_threads()
+    return max(1, base - 1)
 
 
 # ------------------------------------------------------------------- predictor

@@ -117,7 +117,19 @@ def bertviz_view(pred: Prediction, c: dict, key: str = S.HV_WINDOW):
                        "window is not drawn, and the rows are not renormalised.")
         html = head_view_html(pred, layer=c["layer"], heads=heads, start=start)
         st.iframe(html, height=head_view_height(pred))
+        forget_url_parse(html)
     window()
+
+
+def forget_url_parse(text: str) -> None:
+    """Drop ``text`` from urllib's memory. st.iframe first asks ``urlparse`` whether the
+    HTML is a URL, and Python 3.11+ keeps the last 128 ``urlsplit`` arguments and their
+    parts in an lru_cache: every head view drawn (~1 MB at 256 tokens, kept ~3 times)
+    stayed in the server's memory, +3.5 MB per prediction up to ~400 MB
+    (bench/memory.py). Clearing it costs the next urlsplit one miss."""
+    import urllib.parse
+    if len(text) > 10_000 and hasattr(urllib.parse.urlsplit, "cache_clear"):
+        urllib.parse.urlsplit.cache_clear()
 
 
 def highlight_view(pred: Prediction, c: dict):

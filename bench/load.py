@@ -1,0 +1,346 @@
+"""Many real sessions on one Streamlit server while a run trains: latency, errors, one model.
+
+``streamlit run app.py`` (tests/browser_support.StreamlitServer) serves the demo
+checkpoint (a checkpoints folder holding a link to ``checkpoints/demo``). Each
+session is a real websocket client speaking Streamlit's protocol
+(bench/st_session.py): it opens the Predict page, types a review into "Review
+text", presses "Predict" and waits for ``script_finished``; a prediction counts
+only if the card ("Predicted: …") came back with the session's own review in the
+highlighted text and no exception or error alert was drawn.
+
+1. idle: one session, ``--idle`` predictions of mixed length (short, 128, 256
+   tokens): the single-session p50.
+2. a real training run on ../shared/data, launched as the Train page launches it
+   (``runs.launch_training(..., queue=True)``; its queue is the one the app
+   checks, so the app drops a thread while it trains), waited for until it is in
+   its optimizer steps (bench/predict_while_training.py).
+3. ``--sessions`` concurrent sessions, each ``--per-session`` predictions of mixed
+   length with a think time between them; every latency (Predict pressed ->
+   script_finished) is kept.
+4. the run is stopped; ``--idle-after`` more single-session predictions, idle.
+
+Errors: failed sessions, exception elements, error alerts, a prediction missing
+or showing another session's review, "Traceback"/"Error" lines in the server log.
+One model in memory: Streamlit's own counters (``/_stcore/metrics``) say the
+checkpoint was loaded once (one miss of ``load_predictor``'s st.cache_resource,
+every later call a hit) and the cache holds one entry; the server's RSS before and
+after the sessions is reported beside one model's fp32 weights (it also grows with
+what each session keeps: its last prediction's attention, ~19 MB at 256 tokens).
+Target: p95 under load <= 3x the idle single-session p50.
+
+The last stdout line is JSON. Run it alone on the machine:
+
+    python bench/load.py [--sessions 20] [--per-session 5] [--idle 30]
+        [--think 1 4] [--data FILE] [--max-per-class 300] [--epochs 5]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from browser_support import StreamlitServer  # noqa: E402
+from predict_while_training import default_data, stats, wait_until_training  # noqa: E402
+from st_session import StSession, cache_count, server_metrics  # noqa: E402
+
+from reviewbert import runs  # noqa: E402
+
+TARGET = 3.0
+DEMO = ROOT / "checkpoints" / "demo"
+LOADER = "load_predictor"                   # predict_panel's st.cache_resource of the model
+LENGTHS = (None, 128, 256)                  # None: a short review as written
+LOG_ERROR = re.compile(r"Traceback|\bError\b|Exception")
+MARK = re.compile(r"\bref\d+x\d+\b")
+
+
+# ------------------------------------------------------------------ reviews
+def reviews_of_mixed_length(tokenizer, n: int, session: int, rng: random.Random) -> list[str]:
+    """``n`` reviews for one session: short / 128 / 256 tokens in turn, each
+    starting with the marker ``ref<session>x<i>`` (found again in the page's
+    highlighted review, and in no other session's)."""
+    from reviewbert.examples import builtin_examples
+    pool = [r.text for r in builtin_examples()]
+    shorts = [t for t in pool if len(tokenizer(t)["input_ids"]) < 48]
+    out = []
+    for i in range(n):
+        mark, want = f"ref{session}x{i}", LENGTHS[(session + i) % len(LENGTHS)]
+        if want is None:
+            out.append(f"{mark} {rng.choice(shorts)}")
+            continue
+        body = " ".join(rng.sample(pool, len(pool)))
+        ids = tokenizer(f"{mark} {body}", add_special_tokens=False, truncation=True,
+                        max_length=want - 2)["input_ids"]
+        out.append(tokenizer.decode(ids))
+    return out
+
+
+# ------------------------------------------------------------------ the server
+def mem_mb(pid: int) -> dict:
+    """VmRSS and VmHWM (peak RSS) of a process, in MB."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmHWM:")):
+                out[line.split(":")[0]] = round(int(line.split()[1]) / 1024, 1)
+    return {"rss_mb": out.get("VmRSS"), "hwm_mb": out.get("VmHWM")}
+
+
+def model_mb(ckpt: Path) -> float:
+    """The checkpoint's weights as fp32 (how the app holds them), in MB."""
+    from safetensors import safe_open
+    n = 0
+    for f in ckpt.glob("*.safetensors"):
+        with safe_open(f, "np") as st:
+            n += sum(int(np.prod(st.get_slice(k).get_shape())) for k in st.keys())
+    return round(n * 4 / 2**20, 1)
+
+
+@contextmanager
+def app_server(ckpt: Path, tmp: Path, env: dict | None = None):
+    """``streamlit run app.py`` on a checkpoints folder holding only ``ckpt`` (linked);
+    its training queue is ``tmp/queue`` (also set here, for runs launched by this
+    process). Yields the server; its log is ``server.log``."""
+    root = tmp / "ckpts"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / ckpt.name).symlink_to(ckpt.resolve(), target_is_directory=True)
+    queue = str(tmp / "queue")
+    old = os.environ.get(runs.QUEUE_DIR_ENV)
+    os.environ[runs.QUEUE_DIR_ENV] = queue
+    try:
+        with StreamlitServer({"REVIEWBERT_CHECKPOINTS": str(root), runs.QUEUE_DIR_ENV: queue,
+                              **(env or {})}, tmp / "server.log") as srv:
+            srv.root = root
+            yield srv
+    finally:
+        if old is None:
+            os.environ.pop(runs.QUEUE_DIR_ENV, None)
+        else:
+            os.environ[runs.QUEUE_DIR_ENV] = old
+
+
+def model_cache(url: str) -> dict:
+    """How often the server loaded the checkpoint (misses of load_predictor's
+    st.cache_resource) and how many loaded predictors its cache holds."""
+    m = server_metrics(url)
+    return {"loads": int(cache_count(m, LOADER, result="miss")),
+            "cached": int(cache_count(m, LOADER, "cache_memory_bytes",
+                                      cache_type="st_cache_resource"))}
+
+
+def log_errors(log: Path) -> list[str]:
+    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    return [line.strip()[:300] for line in text.splitlines() if LOG_ERROR.search(line)]
+
+
+# ------------------------------------------------------------------ sessions
+@dataclass
+class SessionLog:
+    latencies_ms: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    open_ms: float | None = None
+
+
+def check(res, text: str, log: SessionLog) -> bool:
+    """Did this run draw the prediction of ``text`` (and nothing of another session's)?"""
+    log.errors += res.errors
+    if res.label is None:
+        log.errors.append(f"no prediction card for {text[:40]!r}")
+        return False
+    mark = MARK.search(text).group(0)
+    shown = set(MARK.findall(" ".join(res.run.texts("markdown"))))
+    if shown != {mark}:
+        log.errors.append(f"the page shows reviews {sorted(shown)}, not {mark}")
+        return False
+    return not res.errors
+
+
+def drive(url: str, texts: list[str], think: tuple[float, float], seed: int,
+          log: SessionLog, start: threading.Barrier | None = None) -> SessionLog:
+    """One session: open the app, then predict each text (think time between)."""
+    rng = random.Random(seed)
+    try:
+        if start is not None:
+            start.wait()
+        with StSession(url) as s:
+            opened = s.open()
+            log.open_ms = opened.seconds * 1000
+            log.errors += opened.errors
+            for i, text in enumerate(texts):
+                if i and think[1] > 0:
+                    time.sleep(rng.uniform(*think))
+                res = s.predict(text)
+                if check(res, text, log):
+                    log.latencies_ms.append(res.ms)
+    except Exception as e:  # noqa: BLE001 - a failed session is counted, not fatal
+        log.errors.append(f"session failed: {type(e).__name__}: {e}")
+    return log
+
+
+def concurrent(url: str, tokenizer, sessions: int, per_session: int,
+               think: tuple[float, float], seed: int = 0) -> list[SessionLog]:
+    """``sessions`` sessions at once (they connect together), one thread each."""
+    logs = [SessionLog() for _ in range(sessions)]
+    start = threading.Barrier(sessions)
+    threads = []
+    for i in range(sessions):
+        texts = reviews_of_mixed_length(tokenizer, per_session, i + 1, random.Random(seed + i))
+        t = threading.Thread(target=drive, args=(url, texts, think, seed + i, logs[i], start),
+                             daemon=True)
+        t.start()
+        threads.append(t)
+    for t in threads:
+        t.join()
+    return logs
+
+
+def single(url: str, tokenizer, n: int, warmup: int, session: int) -> SessionLog:
+    """One session alone: ``warmup`` untimed predictions, then ``n`` timed ones."""
+    texts = reviews_of_mixed_length(tokenizer, warmup + n, session, random.Random(session))
+    log = drive(url, texts, (0.0, 0.0), session, SessionLog())
+    log.latencies_ms = log.latencies_ms[warmup:]
+    return log
+
+
+# ------------------------------------------------------------------ the whole load
+def run_load(ckpt: Path, tmp: Path, train_args: list, *, sessions: int = 20,
+             per_session: int = 5, idle: int = 30, idle_after: int = 10,
+             think: tuple[float, float] = (1.0, 4.0), warmup: int = 3,
+             train_timeout: float = 900, say=print) -> dict:
+    """The measurement behind bench/load.py and tests/test_load.py (see the module doc)."""
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(ckpt))
+    proc, run = None, tmp / "run"
+    with app_server(ckpt, tmp) as srv:
+        pid = srv.proc.pid
+        mem_start = mem_mb(pid)
+        first = single(srv.url, tok, idle, warmup, session=0)
+        idle_p50, idle_p95 = stats(first.latencies_ms) if first.latencies_ms else (None, None)
+        say(f"idle, one session: p50 {idle_p50} ms, p95 {idle_p95} ms "
+            f"({len(first.latencies_ms)} predictions; first page {first.open_ms:.0f} ms)")
+        mem_before = mem_mb(pid)
+        counts = [model_cache(srv.url)]
+        try:
+            proc = runs.launch_training(train_args, run, queue=True)
+            before = wait_until_training(run, proc, train_timeout)
+            busy = runs.device_busy(srv.root)
+            say(f"training at step {before.get('step')}; the app sees the CPU busy: {busy}")
+            t0 = time.time()
+            logs = concurrent(srv.url, tok, sessions, per_session, think)
+            wall = time.time() - t0
+            mem_after = mem_mb(pid)
+            counts.append(model_cache(srv.url))
+            after = runs.read_status(run) or {}
+        finally:
+            if proc is not None:
+                runs.stop_run(run)
+                try:
+                    proc.wait(120)
+                except Exception:  # noqa: BLE001 - never leave a trainer behind
+                    proc.kill()
+                    proc.wait(30)
+        rest = single(srv.url, tok, idle_after, 1, session=sessions + 1) if idle_after else None
+        counts.append(model_cache(srv.url))
+        server_log = log_errors(srv.log)
+
+    lat = [x for lg in logs for x in lg.latencies_ms]
+    errors = [e for lg in logs for e in lg.errors]
+    failed = sum(1 for lg in logs if any(e.startswith("session failed") for e in lg.errors))
+    p50, p95 = stats(lat) if lat else (None, None)
+    growth = round(mem_after["rss_mb"] - mem_before["rss_mb"], 1)
+    weights = model_mb(ckpt)
+    loads = dict(zip(("after_first_session", "after_load", "at_end"), counts))
+    one_model = all(c == {"loads": 1, "cached": 1} for c in counts)
+    ratio = round(p95 / idle_p50, 2) if p95 and idle_p50 else None
+    say(f"load: {sessions} sessions x {per_session} predictions in {wall:.0f} s, think "
+        f"{think[0]}-{think[1]} s: p50 {p50} ms, p95 {p95} ms, {len(errors)} errors, "
+        f"{failed} failed sessions; training step {before.get('step')} -> {after.get('step')}")
+    say(f"server RSS {mem_before['rss_mb']} -> {mem_after['rss_mb']} MB ({growth:+} MB; one "
+        f"model's fp32 weights: {weights} MB, {growth / sessions:.1f} MB per session); "
+        f"checkpoint loads and cached copies: {loads}")
+    if rest:
+        say(f"idle again after the run: p50 {stats(rest.latencies_ms)[0] if rest.latencies_ms else None} ms")
+    for e in (errors + (first.errors) + (rest.errors if rest else []))[:10]:
+        say(f"  error: {e}")
+    for line in server_log[:10]:
+        say(f"  server log: {line}")
+    return {
+        "bench": "load", "checkpoint": str(ckpt.name), "cores": len(os.sched_getaffinity(0)),
+        "sessions": sessions, "per_session": per_session, "think_s": list(think),
+        "predictions": len(lat), "expected_predictions": sessions * per_session,
+        "errors": len(errors) + len(first.errors) + (len(rest.errors) if rest else 0),
+        "failed_sessions": failed, "error_samples": errors[:5],
+        "server_log_errors": server_log[:10],
+        "p50_ms": p50, "p95_ms": p95, "max_ms": round(max(lat), 1) if lat else None,
+        "latencies_ms": [round(x, 1) for x in lat],
+        "session_open_ms_p50": stats([lg.open_ms for lg in logs if lg.open_ms])[0]
+        if any(lg.open_ms for lg in logs) else None,
+        "idle_single_p50_ms": idle_p50, "idle_single_p95_ms": idle_p95,
+        "idle_after_p50_ms": stats(rest.latencies_ms)[0] if rest and rest.latencies_ms else None,
+        "ratio_p95_vs_idle_p50": ratio, "target": TARGET,
+        "met": bool(ratio is not None and ratio <= TARGET and not errors and not server_log),
+        "server_rss_mb": {"start": mem_start["rss_mb"], "before_sessions": mem_before["rss_mb"],
+                          "after_sessions": mem_after["rss_mb"], "growth": growth,
+                          "peak": mem_after["hwm_mb"]},
+        "model_fp32_mb": weights, "growth_below_one_model": growth < weights,
+        "model_loads_and_copies": loads, "one_model_copy": one_model,
+        "training": {"state_during": after.get("state"), "app_saw_cpu_busy": busy,
+                     "step_before": before.get("step"), "step_after": after.get("step")},
+        "wall_s": round(wall, 1),
+    }
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoint", type=Path, default=DEMO)
+    ap.add_argument("--sessions", type=int, default=20)
+    ap.add_argument("--per-session", type=int, default=5)
+    ap.add_argument("--idle", type=int, default=30, help="timed single-session predictions")
+    ap.add_argument("--idle-after", type=int, default=10,
+                    help="single-session predictions after the run is stopped")
+    ap.add_argument("--think", type=float, nargs=2, default=(1.0, 4.0), metavar=("MIN", "MAX"),
+                    help="seconds a user waits between two predictions (uniform)")
+    ap.add_argument("--data", type=Path, default=default_data())
+    ap.add_argument("--max-per-class", type=int, default=300)
+    ap.add_argument("--max-length", type=int, default=128)
+    ap.add_argument("--epochs", type=int, default=5)
+    args = ap.parse_args(argv)
+    if not args.data.is_file():
+        raise SystemExit(f"no data file {args.data} (set REVIEWBERT_DATA_DIR or --data)")
+    import transformers
+    transformers.logging.set_verbosity_error()
+    tmp = Path(tempfile.mkdtemp(prefix="rb-load-"))
+    try:
+        summary = run_load(
+            args.checkpoint, tmp,
+            ["--data", args.data, "--max-per-class", args.max_per_class,
+             "--max-length", args.max_length, "--epochs", args.epochs],
+            sessions=args.sessions, per_session=args.per_session, idle=args.idle,
+            idle_after=args.idle_after, think=tuple(args.think),
+            say=lambda s: print(s, file=sys.stderr))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(json.dumps({k: v for k, v in summary.items() if k != "latencies_ms"}
+                     | {"latencies_ms": summary["latencies_ms"]}))
+
+
+if __name__ == "__main__":
+    main()
