@@ -38,6 +38,12 @@ fuzz: setup
 load: setup
 	$(PY) -m pytest -m load $(PYTEST_ARGS)
 
+# The whole hostile-text corpus (tests/hostile_texts.py) through the Predict, Error analysis
+# and Inside BERT pages in Chromium (`make test` runs a few of its texts on each page).
+.PHONY: hostile
+hostile: setup browser
+	$(PY) -m pytest tests/test_browser_hostile.py -m "hostile or not hostile" $(PYTEST_ARGS)
+
 bench: setup
 	$(PY) bench/ingest.py
 	$(PY) bench/train_throughput.py

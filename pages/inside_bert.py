@@ -24,5 +24,7 @@ if not text.strip():
     st.stop()
 
 lesson = T.lesson(predictor, info, text, classroom)
+if lesson is None:
+    st.stop()
 T.model_line(lesson)
 T.show(lesson)

@@ -19,6 +19,8 @@ if result is None:
     st.stop()
 
 pred, true_stars, source = result
+if V.unreadable(pred):
+    st.stop()
 st.divider()
 V.prediction_card(pred, true_stars, source)
 st.divider()

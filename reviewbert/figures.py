@@ -6,6 +6,7 @@ would merge repeated category names ("the", "the") into one column otherwise.
 from __future__ import annotations
 
 import html
+import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -170,6 +171,9 @@ def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
     return fig
 
 
+_LINE_ENDS = re.compile(r"\r\n|\r|\n")
+
+
 def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=(255, 170, 0),
                    signed: bool = False, rgb_neg=(45, 108, 223),
                    css_class: str = "rb-highlight") -> str:
@@ -206,7 +210,9 @@ def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=(255, 17
                    f'padding:0 1px">{word}</span>')
         pos = e
     out.append(html.escape(text[pos:]))
-    body = "".join(out).replace("\n", "<br>")
+    # Every line ending Markdown knows (LF, CR, CRLF) becomes <br>: a blank line would end
+    # the HTML block, and Markdown would render the rest of the review (a lone CR too).
+    body = _LINE_ENDS.sub("<br>", "".join(out))
     return (f'<div class="{html.escape(css_class)}" style="line-height:1.9; font-size:1.02rem; '
             f'white-space:normal; overflow-wrap:anywhere">{body}</div>')
 

@@ -6,18 +6,17 @@ the per-rating charts. Screenshots go to artifacts/browser/ (one goes in the REA
 """
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 import pytest
 
-from browser_support import CHROMIUM, ROOT, StreamlitServer, offline_context
+from browser_support import (ART, CHROMIUM, ROOT, StreamlitServer, caption_with, evaluate_data_file,
+                             offline_context, select_first_row, shot, write_reviews)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
 playwright = pytest.importorskip("playwright.sync_api")
 
-ART = ROOT / "artifacts" / "browser"
 DEMO = ROOT / "checkpoints" / "demo"
 
 
@@ -38,30 +37,12 @@ def server(tmp_path_factory, data_dir):
             (ck / f.name).symlink_to(f.resolve())
     test = test_split_examples(json.loads((DEMO / "reviewbert.json").read_text()))
     sample = [r for s in range(1, 6) for r in [r for r in test if r.stars == s][:20]]
-    (root / "data").mkdir()
-    with open(root / "data" / "demo_test_100.csv", "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["review", "rating"])
-        w.writerows((r.text, r.stars) for r in sample)
+    write_reviews(root / "data" / "demo_test_100.jsonl", ((r.text, r.stars) for r in sample))
     ART.mkdir(parents=True, exist_ok=True)
     env = {"REVIEWBERT_CHECKPOINTS": str(root / "ckpts"), "REVIEWBERT_DATA_DIR": str(root / "data"),
            "REVIEWBERT_UPLOADS_DIR": str(root / "uploads"), "OMP_NUM_THREADS": "1"}
     with StreamlitServer(env, ART / "streamlit_error.log") as srv:
         yield srv
-
-
-def shot(page, name: str, height: int = 2600):
-    page.set_viewport_size({"width": 1400, "height": height})
-    page.wait_for_timeout(800)
-    page.screenshot(path=str(ART / name))
-    page.set_viewport_size({"width": 1400, "height": 1000})
-
-
-def caption_with(page, text: str, timeout=120_000):
-    page.wait_for_function(
-        "t => [...document.querySelectorAll('[data-testid=stCaptionContainer], "
-        "[data-testid=stMarkdownContainer]')].some(c => c.textContent.includes(t))",
-        arg=text, timeout=timeout)
 
 
 def plot_titled(page, text: str, timeout=120_000):
@@ -87,9 +68,7 @@ def test_error_page_in_a_real_browser(server, tmp_path):
         page.get_by_role("link", name="Error analysis").click()
 
         # 100 held-out reviews from the data folder; evaluate them, then the saved predictions
-        page.get_by_text("a data file").click(timeout=120_000)
-        page.get_by_role("button", name="Evaluate 100 reviews").click(timeout=120_000)
-        caption_with(page, "cached in")
+        evaluate_data_file(page, 100)
         page.get_by_role("tab", name="Overview").wait_for(timeout=60_000)
         plot_titled(page, "Reliability")
         shot(page, "error_01_overview.png")
@@ -116,11 +95,7 @@ def test_error_page_in_a_real_browser(server, tmp_path):
         assert cell["names"][cell["true"]] in chips[0] and cell["names"][cell["pred"]] in chips[1]
 
         # open the first review of that cell: its card and every attention view
-        grid = page.locator('[data-testid="stDataFrame"]').first
-        grid.scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
-        box = grid.bounding_box()
-        page.mouse.click(box["x"] + 14, box["y"] + 35 + 17)          # row 1's selection box
+        select_first_row(page)
         page.wait_for_function("""() => {
             const h = document.querySelector('.rb-highlight');
             const heat = [...document.querySelectorAll('.js-plotly-plot')].filter(

@@ -35,6 +35,7 @@ from ..data import DataError
 from ..evaluate import resolve_precision
 from ..examples import Review
 from ..labels import get_scheme
+from ..markdown import md_code
 from ..model import list_checkpoints, load_checkpoint
 from ..report import CLEAN_CAVEAT, METRIC_NAMES, ReportInputs, build_report, fmt_metric
 from . import checkpoints as C
@@ -347,8 +348,15 @@ def browser(preds, predictor):
     only_wrong = c3.checkbox("Only misclassified", key=S.ERR_ONLY_WRONG)
     search = st.text_input("Search the text", key=S.ERR_SEARCH, placeholder="e.g. battery")
     table = filtered(preds, true, pred, only_wrong, sort, search)
-    st.caption(f"{len(table):,} of {preds.n:,} reviews. Select a row to see its prediction and "
-               "every attention view of the Predict page.")
+    found = f" contain {md_code(search.strip())}" if search.strip() else ""
+    st.caption(f"{len(table):,} of {preds.n:,} reviews{found}." + (
+        " Select a row to see its prediction and every attention view of the Predict page."
+        if len(table) else ""))
+    if table.empty:
+        if search.strip():
+            st.info(f"No review contains {md_code(search.strip())} under these filters (the "
+                    "search ignores case).")
+        return
     # a new key per filter: a row selected under other filters must not pick another review
     sig = hashlib.sha1(repr((true, pred, only_wrong, sort, search)).encode()).hexdigest()[:10]
     event = st.dataframe(table, key=f"{S.ERR_TABLE}_{sig}", hide_index=True, height=320,
@@ -369,6 +377,8 @@ def review(preds, predictor, row: int):
     text, stars = str(f["text"]), int(f["stars"])
     pred = predictor.predict(text)          # exact fp32, with attentions, like the main page
     st.divider()
+    if V.unreadable(pred):
+        return
     V.prediction_card(pred, stars, f"{describe((preds.meta.get('data') or {}).get('source') or {})}"
                                    f", row {row}")
     if st.button("Open this review on the Predict page", key="err_send"):

@@ -141,8 +141,8 @@ def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> No
         text = st.session_state.get(S.REVIEW_TEXT) or ""
         if not text.strip():
             st.session_state.pop(S.RESULT, None)
-            st.info("Type or paste a review first (the text box is empty), or press "
-                    "**Sample a review**.")
+            st.info("Type or paste a review first (the text box is empty or holds only "
+                    "spaces), or press **Sample a review**.")
             return
         run(predictor, text, ckpt_key)
 

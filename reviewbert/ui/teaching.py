@@ -137,9 +137,13 @@ def load_predictor(info: CheckpointInfo) -> Predictor | None:
     return predictor
 
 
-def lesson(predictor: Predictor, info: CheckpointInfo, text: str, classroom: bool) -> Lesson:
+def lesson(predictor: Predictor, info: CheckpointInfo, text: str,
+           classroom: bool) -> Lesson | None:
+    """The traced sentence, or None after saying why there is nothing to trace."""
     path, stamp = str(info.path), P.mtime(info.path)
     tr, pred, emb_diff = _lesson_data(path, stamp, text)
+    if V.unreadable(pred):
+        return None
     return Lesson(predictor, info, path, stamp, text, tr, pred, _mlm_status(info.base_model),
                   classroom, emb_diff)
 

@@ -16,6 +16,19 @@ from ..inference import Prediction
 from . import state as S
 
 HEATMAP_WRAP = 48  # columns per row of the [CLS] heatmap: a 256-token review wraps into 6 rows
+UNREADABLE = ("This text has no character the model reads: only invisible or control "
+              "characters (zero-width spaces, byte-order marks, NUL…), which the tokenizer "
+              "drops. BERT would see nothing but [CLS] and [SEP], so there is nothing to rate "
+              "or to highlight.")
+
+
+def unreadable(pred: Prediction) -> bool:
+    """True, after saying why, when the tokenizer kept no word of the text: every view
+    below draws words, and a rating of [CLS] [SEP] alone would mean nothing."""
+    if pred.words:
+        return False
+    st.info(UNREADABLE)
+    return True
 
 
 def prediction_card(pred: Prediction, true_stars: int | None = None, source: str | None = None):
