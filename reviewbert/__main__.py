@@ -239,7 +239,8 @@ def cmd_evaluate(args) -> int:
     from .analysis.predictions import ExportWriter, SplitPredictions, build_frame, planned_reviews
     from .analysis.sources import CACHE_MAX_REVIEWS, all_reviews, describe, test_split
     from .evaluate import TqdmProgress, predict_in_order, resolve_precision
-    from .metrics import compute_metrics, confusion, format_confusion, format_metrics
+    from .metrics import (compute_metrics, confusion, format_confusion, format_metrics,
+                          three_label_view)
     from .model import load_checkpoint
 
     accelerator = _eval_accelerator()
@@ -308,6 +309,7 @@ def cmd_evaluate(args) -> int:
         return 0
     res = compute_metrics(y, p, scheme.num_labels)
     cm = confusion(y, p, scheme.num_labels)
+    three = three_label_view(y, p) if scheme.num_labels == 5 else None
     check = preds.meta.get("fp32_check") if preds is not None else None
     print(f"checkpoint {info.path} ({scheme.num_labels} labels, base {info.base_model})")
     print(f"split {args.split}: {res['n']} reviews ({describe(source)}), max_length {max_length}")
@@ -322,6 +324,9 @@ def cmd_evaluate(args) -> int:
     if res.get("auc_note"):
         print(f"auc: {res['auc_note']}")
     print(format_confusion(cm, scheme.names))
+    if three is not None:
+        print(f"3-label view (probabilities merged: 1-2 / 3 / 4-5 stars): "
+              f"{format_metrics(three)}")
     if args.save_predictions:
         print(f"predictions written to {args.save_predictions}")
     if args.json:
@@ -330,7 +335,7 @@ def cmd_evaluate(args) -> int:
                           "metrics": {k: res.get(k) for k in
                                       ("loss", "auc", "accuracy", "relaxed_accuracy")},
                           "auc_note": res.get("auc_note"),
-                          "confusion_matrix": cm, "precision": precision,
+                          "confusion_matrix": cm, "three_label": three, "precision": precision,
                           "processes": 1 if accelerator is None else accelerator.num_processes,
                           "fp32_check": check, "cached": cached,
                           "cache": None if preds is None or preds.folder is None

@@ -10,6 +10,10 @@
   Only for the 5-star scheme, where classes are ordered stars; ``None`` for 3
   labels (the seed report drops it there too).
 
+The 3-label view of a 5-label model (:func:`three_label_view`) merges its
+probabilities into {1, 2}, {3}, {4, 5} stars, the classes of the 3-label scheme,
+and scores them with the same functions.
+
 Everything is scikit-learn; nothing here knows about torch or the model.
 """
 from __future__ import annotations
@@ -76,6 +80,29 @@ def compute_metrics(y_true, probs, num_labels: int | None = None) -> dict:
     }
     if note:
         out["auc_note"] = note
+    return out
+
+
+def merge_to_three(y_true, probs) -> tuple[np.ndarray, np.ndarray]:
+    """5-star labels and probabilities -> the 3-label scheme's (negative = 1-2 stars,
+    neutral = 3, positive = 4-5): each merged probability is the sum of its stars'."""
+    from .labels import FIVE, THREE
+    y, p, _ = _as_arrays(y_true, probs, FIVE.num_labels)
+    merge = np.zeros((FIVE.num_labels, THREE.num_labels))
+    for star, five_id in FIVE.star_to_id.items():
+        merge[five_id, THREE.class_of(star)] = 1.0
+    return merge.argmax(axis=1)[y], p @ merge
+
+
+def three_label_view(y_true, probs) -> dict:
+    """Accuracy and macro AUC (plus loss and ``n``) of a 5-label model read as 3 labels."""
+    from .labels import THREE
+    y3, p3 = merge_to_three(y_true, probs)
+    m = compute_metrics(y3, p3, THREE.num_labels)
+    out = {k: m[k] for k in ("accuracy", "auc", "loss", "n")}
+    if m.get("auc_note"):
+        out["auc_note"] = m["auc_note"]
+    out["classes"] = {name: [int(s) for s in THREE.stars_of(c)] for c, name in enumerate(THREE.names)}
     return out
 
 

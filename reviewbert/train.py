@@ -46,7 +46,9 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 from . import __version__
-from .evaluate import EncodedDataset, PadCollator, encode_texts, eval_loader, predict_probs
+from .data import CLASS_BALANCE, ClassUse
+from .evaluate import (EncodedDataset, PadCollator, cpu_bf16_units, encode_texts, eval_loader,
+                       predict_probs)
 from .labels import get_scheme
 from .metrics import compute_metrics, format_metrics
 from .model import (DEFAULT_BASE_MODEL, META_FILE, CheckpointError, DiskFullError,
@@ -100,8 +102,14 @@ class TrainConfig:
     min_tokens: int = field(default=0, metadata=_h(
         "drop reviews shorter than this many tokens (the seed report used 100)", "basic"))
     max_per_class: int | None = field(default=None, metadata=_h(
-        "cap on reviews per class before splitting (default: all of the smallest class)",
-        "advanced"))
+        "cap on reviews per class before splitting (default: all of the smallest class; "
+        "with class_balance resample/weighted, all of each class)", "advanced"))
+    class_balance: str = field(default="undersample", metadata=_h(
+        "how training uses the classes (validation and test stay balanced, the same reviews "
+        "either way): undersample = a balanced training split, every class cut to the "
+        "rarest; resample = every training review, each epoch a fresh balanced draw; "
+        "weighted = every training review, loss weighted n_total/(n_classes*n_class)",
+        "advanced", choices=CLASS_BALANCE))
     fractions: tuple[float, float, float] = field(default=(0.7, 0.1, 0.2), metadata=_h(
         "train/validation/test fractions", "data", nargs=3))
     split_seed: int = field(default=42, metadata=_h("seed of the balanced split", "data"))
@@ -153,7 +161,10 @@ class TrainConfig:
         "DataLoader worker processes (batches are pre-tokenized, so 0 is usually best)",
         "internal"))
     mixed_precision: str = field(default="no", metadata=_h(
-        "no, bf16 or fp16 (fp16 needs a GPU)", "advanced", choices=("no", "bf16", "fp16")))
+        "autocast of the training step: no (fp32), bf16 (on a CPU fast only with AMX-BF16 or "
+        "AVX512-BF16, detected at run time; emulated and slower elsewhere) or fp16 (GPU "
+        "only); evaluation and checkpoints stay fp32", "advanced",
+        choices=("no", "bf16", "fp16")))
     save_every_steps: int = field(default=200, metadata=_h(
         "also save last/ every this many steps, so --resume continues mid-epoch "
         "(0 = epoch ends only)", "internal"))
@@ -233,6 +244,8 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "min_tokens": (lambda v: _is_int(v) and v >= 0, "must be an integer >= 0"),
     "max_per_class": (lambda v: v is None or (_is_int(v) and v >= 1),
                       "must be empty (all reviews) or an integer >= 1"),
+    "class_balance": (lambda v: v in CLASS_BALANCE, "must be " + ", ".join(CLASS_BALANCE[:-1])
+                      + " or " + CLASS_BALANCE[-1]),
     "fractions": (_is_fractions, "must be three numbers >= 0 summing to 1"),
     "split_seed": (_is_int, "must be an integer"),
     "base_model": (lambda v: isinstance(v, str) and bool(v.strip()),
@@ -304,6 +317,27 @@ RESUME_OVERRIDABLE = ("epochs", "save_every_steps", "eval_batch_size", "train_ev
 
 
 # ------------------------------------------------------------------ batching
+def balanced_draw(labels, per_class: int, seed: int, epoch: int) -> np.ndarray:
+    """The training reviews of one epoch under ``class_balance="resample"``: ``per_class``
+    indices of each class, a pure function of (labels, seed, epoch), so a resumed run
+    draws the same ones.
+
+    Each class walks through seeded permutations of its reviews, ``per_class`` at a
+    time: a class with m reviews shows m // per_class disjoint draws before any review
+    comes back (then a new permutation). The rarest class (m == per_class) is all of
+    it every epoch. Indices come out by class, in draw order.
+    """
+    labels = np.asarray(labels)
+    out = []
+    for c in np.unique(labels):
+        members = np.flatnonzero(labels == c)
+        per_cycle = max(1, len(members) // per_class)
+        cycle, slot = divmod(int(epoch), per_cycle)
+        order = np.random.default_rng([int(seed), int(c), cycle, 0x7E5A]).permutation(len(members))
+        out.append(members[order[slot * per_class:(slot + 1) * per_class]])
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
 class LengthGroupedSampler(Sampler[int]):
     """Indices in a random order where consecutive batches have similar lengths.
 
@@ -321,17 +355,33 @@ class LengthGroupedSampler(Sampler[int]):
     length *rank within its class* (0 = shortest of its class ... 1 = longest),
     so a step takes the classes in proportion, each at a similar length quantile:
     nearly the padding saving, without the class runs.
+
+    With ``resample_per_class`` (``class_balance="resample"``, needs ``labels``) an
+    epoch orders only :func:`balanced_draw`'s reviews for that epoch, not all of them.
     """
 
     def __init__(self, lengths: list[int], group: int, seed: int, grouped: bool = True,
-                 mega_batches: int = 50, labels: list[int] | None = None):
+                 mega_batches: int = 50, labels: list[int] | None = None,
+                 resample_per_class: int | None = None):
         self.lengths, self.group, self.seed = lengths, group, seed
         self.grouped, self.mega = grouped, mega_batches
         self.labels = None if labels is None else np.asarray(labels)
+        self.per_class = resample_per_class
+        if self.per_class is not None and self.labels is None:
+            raise ValueError("resampling needs the labels")
         self.epoch = 0
 
     def __len__(self):
-        return len(self.lengths)
+        if self.per_class is None:
+            return len(self.lengths)
+        return self.per_class * len(np.unique(self.labels))
+
+    def _epoch_order(self, rng: np.random.Generator) -> np.ndarray:
+        """This epoch's reviews in a random order: all of them, or the balanced draw."""
+        if self.per_class is None:
+            return rng.permutation(len(self.lengths))
+        drawn = balanced_draw(self.labels, self.per_class, self.seed, self.epoch)
+        return drawn[rng.permutation(len(drawn))]
 
     def _by_length(self, part: np.ndarray) -> np.ndarray:
         lengths = np.asarray(self.lengths)[part]
@@ -347,7 +397,7 @@ class LengthGroupedSampler(Sampler[int]):
 
     def __iter__(self):
         rng = np.random.default_rng([self.seed, self.epoch])
-        idx = rng.permutation(len(self.lengths))
+        idx = self._epoch_order(rng)
         if self.grouped:
             size = self.group * self.mega
             idx = np.concatenate([self._by_length(idx[i:i + size])
@@ -765,19 +815,8 @@ def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accel
     A failure before or during training is recorded in status.json ("failed",
     with the error as message) and re-raised.
     """
-    from accelerate import Accelerator
-
-    # cpu=True on a machine with no GPU: without it Accelerate ignores torchrun's
-    # WORLD_SIZE there and every process would train alone (gloo needs the hint).
     if accelerator is None:
-        tracking = {} if cfg.report_to == "none" else \
-            {"log_with": cfg.report_to, "project_dir": str(out_dir)}
-        try:
-            accelerator = Accelerator(mixed_precision=cfg.mixed_precision,
-                                      cpu=pick_device().type == "cpu", **tracking)
-        except ValueError as e:  # e.g. fp16 without a GPU
-            raise ConfigError(f"mixed_precision={cfg.mixed_precision}: {e}",
-                              {"mixed_precision": str(e)}) from None
+        accelerator = make_accelerator(cfg, out_dir)
     if not resume and run_has_state(out_dir):
         raise CheckpointError(f"{out_dir} already holds a run: pass --resume to continue it, "
                               "or choose another --out")
@@ -803,6 +842,31 @@ def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accel
         if full:
             raise e from None
         raise
+
+
+def make_accelerator(cfg: TrainConfig, out_dir):
+    """The run's Accelerator: device, processes, ``mixed_precision``, ``report_to``.
+
+    cpu=True on a machine with no GPU: without it Accelerate ignores torchrun's
+    WORLD_SIZE there and every process would train alone (gloo needs the hint).
+    Accelerate keeps one state per process and refuses a second, different mixed
+    precision; a search or a test trains several configs in one process, so that
+    state is dropped first (as transformers' Trainer does; the process group stays).
+    """
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    if AcceleratorState._shared_state.get("_mixed_precision",
+                                          cfg.mixed_precision) != cfg.mixed_precision:
+        AcceleratorState._reset_state()
+    tracking = {} if cfg.report_to == "none" else \
+        {"log_with": cfg.report_to, "project_dir": str(out_dir)}
+    try:
+        return Accelerator(mixed_precision=cfg.mixed_precision,
+                           cpu=pick_device().type == "cpu", **tracking)
+    except ValueError as e:  # e.g. fp16 without a GPU
+        raise ConfigError(f"mixed_precision={cfg.mixed_precision}: {e}",
+                          {"mixed_precision": str(e)}) from None
 
 
 def _train(cfg, out_dir, resume, splits, accelerator, log, hooks) -> dict:
@@ -858,6 +922,8 @@ class _Run:
     unwrapped: Any
     optimizer: Any
     sampler: LengthGroupedSampler
+    class_use: ClassUse       # how the training split's classes are used (class_balance)
+    loss_fn: torch.nn.Module  # cross-entropy, class-weighted for class_balance="weighted"
     train_dl: Any
     steps_per_epoch: int
     total_steps: int
@@ -924,6 +990,8 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
     if not splits.train:
         raise ConfigError("the training split is empty")
     datasets, eval_sets = _encode_splits(cfg, splits, tokenizer, say)
+    class_use = ClassUse.of(cfg.class_balance,
+                            np.bincount(datasets["train"].labels, minlength=scheme.num_labels))
 
     # ---- 3. model -------------------------------------------------------------
     if state:
@@ -931,6 +999,8 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
         model, _, _ = load_checkpoint(rp.last, device=torch.device("cpu"))
     else:
         model, _ = load_for_training(cfg.base_model, scheme)
+    # training_loss computes the loss, not the model: record the kind it would have set
+    model.config.problem_type = "single_label_classification"
     if cfg.freeze_encoder:
         for p in model.base_model.parameters():
             p.requires_grad_(False)
@@ -945,7 +1015,8 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
     sampler = LengthGroupedSampler(datasets["train"].lengths,
                                    cfg.batch_size * accelerator.num_processes,
                                    seed=cfg.seed, grouped=cfg.group_by_length,
-                                   labels=datasets["train"].labels)
+                                   labels=datasets["train"].labels,
+                                   resample_per_class=class_use.draw_per_class)
     # Each iteration over a DataLoader draws a worker seed from its generator; a
     # private one keeps the global RNG (dropout) identical between a resumed run
     # and one that never stopped.
@@ -957,6 +1028,9 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
 
     # ---- 6. Accelerate: device, DDP, mixed precision, sharded loaders ---------
     model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
+    # prepare() patched forward with autocast (when mixed); take it off, so evaluation
+    # stays fp32: training_loss runs the step under accelerator.autocast() instead
+    unwrapped = accelerator.unwrap_model(model, keep_fp32_wrapper=False)
     eval_dls = {k: accelerator.prepare(v) for k, v in eval_dls.items()}
     step = state["step"] if state else 0
     if state and main and "rng/torch_cpu" in tensors:
@@ -971,12 +1045,13 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
     device_desc = describe_device(accelerator.device)
     if accelerator.num_processes > 1:
         device_desc += f" x {accelerator.num_processes} processes"
-    if cfg.mixed_precision != "no":
-        device_desc += f", {cfg.mixed_precision}"
+    if accelerator.mixed_precision != "no":
+        device_desc += f", {describe_mixed_precision(accelerator)}"
     run = _Run(cfg=cfg, out_dir=Path(out_dir), accelerator=accelerator, say=say, scheme=scheme,
                tokenizer=tokenizer, datasets=datasets, eval_dls=eval_dls, data_cfg=data_cfg,
                report=report, old_meta=old_meta, model=model,
-               unwrapped=accelerator.unwrap_model(model), optimizer=optimizer, sampler=sampler,
+               unwrapped=unwrapped, optimizer=optimizer, sampler=sampler,
+               class_use=class_use, loss_fn=class_loss(class_use, accelerator.device),
                train_dl=train_dl, steps_per_epoch=len(train_dl),
                total_steps=len(train_dl) * cfg.epochs, device_desc=device_desc,
                epochs_done=state["epochs_done"] if state else 0,
@@ -1010,7 +1085,7 @@ def _load_splits(cfg, splits, scheme, tokenizer, state, old_meta):
         return data.splits_from_meta(old_meta, tokenizer=tokenizer), old_meta["data"]
     if not cfg.data:
         raise data.DataError("no data files given (--data FILE)")
-    kw = dict(seed=cfg.split_seed, fractions=cfg.fractions,
+    kw = dict(seed=cfg.split_seed, fractions=cfg.fractions, class_balance=cfg.class_balance,
               max_per_class=cfg.max_per_class, min_tokens=cfg.min_tokens,
               options=data.ReadOptions(text_column=cfg.text_column,
                                        rating_column=cfg.rating_column,
@@ -1068,6 +1143,7 @@ def build_meta(run: _Run, checkpoint: dict | None = None) -> dict:
         "format": META_FORMAT, "labels": scheme.num_labels, "label_names": list(scheme.names),
         "hyperparameters": asdict(cfg), "data": run.data_cfg,
         "split_sizes": {k: len(run.datasets[k]) for k in SPLITS},
+        "class_balance": run.class_use.to_dict(scheme.names),
         "data_report": run.report.to_dict() if run.report is not None else None,
         "best": run.best, "device": run.device_desc,
         "created": run.old_meta.get("created") or _now_iso(),
@@ -1129,6 +1205,34 @@ def stop_requested(run: _Run) -> bool:
     return run.accelerator.reduce(t, reduction="max").item() > 0
 
 
+def class_loss(use: ClassUse, device) -> torch.nn.Module:
+    """The training loss: cross-entropy, weighted per class for class_balance="weighted"
+    (PyTorch's weighted mean: sum of w[y] * loss over the batch / sum of w[y])."""
+    weight = None if use.weights is None else torch.tensor(use.weights, dtype=torch.float32,
+                                                          device=device)
+    return torch.nn.CrossEntropyLoss(weight=weight)
+
+
+def training_loss(run: _Run, batch: dict) -> torch.Tensor:
+    """One batch's loss, the forward under the Accelerator's autocast (bf16/fp16 when
+    mixed precision is on, a no-op otherwise); the loss itself in fp32."""
+    labels = batch.pop("labels")
+    with run.accelerator.autocast():
+        logits = run.model(**batch).logits
+    return run.loss_fn(logits.float(), labels)
+
+
+def describe_mixed_precision(accelerator) -> str:
+    """"bf16 autocast", and on a CPU whether it has bf16 units (else bf16 is emulated)."""
+    mp = accelerator.mixed_precision
+    if mp != "bf16" or accelerator.device.type != "cpu":
+        return f"{mp} autocast"
+    units = cpu_bf16_units()
+    if units:
+        return f"bf16 autocast ({', '.join(u.upper().replace('_', '-') for u in units)})"
+    return "bf16 autocast (emulated: no AMX-BF16/AVX512-BF16 on this CPU, likely slower than fp32)"
+
+
 def set_train_mode(run: _Run) -> None:
     run.model.train()
     if run.cfg.freeze_encoder:  # features, not fine-tuning: no dropout inside BERT
@@ -1151,7 +1255,7 @@ def train_epoch(run: _Run, epoch: int) -> bool:
         f = lr_factor(run.step, cfg, run.steps_per_epoch, run.total_steps)
         for g in run.optimizer.param_groups:
             g["lr"] = g["base_lr"] * f
-        loss = run.model(**batch).loss
+        loss = training_loss(run, batch)
         acc.backward(loss)
         if cfg.max_grad_norm:
             acc.clip_grad_norm_(run.model.parameters(), cfg.max_grad_norm)

@@ -90,6 +90,16 @@ def test_the_data_report_appears_with_balanced_splits(env, tiny_model_dir):
     assert "Balanced splits (3 labels" in "\n".join(c.value for c in at.code)
 
 
+def test_the_data_report_follows_the_class_balance_choice(env, tiny_model_dir):
+    at = fill(train_page("New run"), tiny_model_dir)
+    assert "Class balance: undersample" in messages(at)
+    at.selectbox(key=S.CONFIG_FIELD + "class_balance").set_value("weighted").run()
+    assert not at.exception, at.exception
+    report = "\n".join(c.value for c in at.code)
+    assert "train keeps every other review" in report
+    assert "Class balance: weighted: every training review; loss weights" in messages(at)
+
+
 @pytest.mark.parametrize("name,content,why", [
     ("cols.csv", b"id,colour\n1,red\n", "cannot tell which column"),
     ("junk.csv", bytes(range(256)) * 20, "binary"),

@@ -18,6 +18,9 @@ Design, because the full Cell Phones category has 10 million reviews:
 * Each class keeps its ``n`` lowest "priorities", where a priority is a mix of
   the seed and the text hash. So the choice depends only on the texts and the
   seed: not on file order, not on row order.
+* With ``class_balance`` "resample" or "weighted" the training split also keeps
+  each class's next reviews by priority (the ones balancing drops); validation
+  and test are the same reviews as with the default "undersample".
 * Pass 2 streams the files again and keeps the text of the chosen rows only.
   (:func:`unique_reviews` instead streams every deduplicated row, in chunks.)
 
@@ -58,13 +61,15 @@ from .report import (BAD_CSV_ROW, BAD_JSON, CONFLICT, DUPLICATE, EMPTY_TEXT, LIN
                      NOT_OBJECT, RATING_FRACTION, RATING_MISSING, RATING_NAN, RATING_RANGE,
                      TEXT_NOT_STRING, TOO_FEW_TOKENS, TRUNCATED, DataError, DataReport,
                      FileReport)
-from .splits import (HASH_NAME, SPLIT_NAMES, Example, Splits, build_splits, data_config,
-                     default_data_dir, splits_from_meta, unique_reviews)
+from .splits import (CLASS_BALANCE, HASH_NAME, SPLIT_NAMES, ClassUse, Example, Splits,
+                     build_splits, class_weights, data_config, default_data_dir,
+                     splits_from_meta, unique_reviews)
 
 __all__ = [
     "DataError", "ReadOptions", "Example", "Splits", "DataReport", "FileReport",
     "iter_reviews", "build_splits", "unique_reviews", "data_config", "splits_from_meta", "fingerprint",
     "default_data_dir", "parse_stars", "SPLIT_NAMES", "HASH_NAME",
+    "CLASS_BALANCE", "ClassUse", "class_weights",
     "MAX_RECORD_BYTES", "MAX_DOCUMENT_BYTES", "MAX_GZIP_RATIO", "gzip_expanded_size",
     "BAD_JSON", "NOT_OBJECT", "TRUNCATED", "LINE_TOO_LONG", "BAD_CSV_ROW", "EMPTY_TEXT",
     "TEXT_NOT_STRING", "RATING_MISSING", "RATING_NAN", "RATING_FRACTION", "RATING_RANGE",

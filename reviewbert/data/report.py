@@ -71,6 +71,9 @@ class DataReport:
     classes_before: dict[str, int] = field(default_factory=dict)
     per_class: int = 0
     split_counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    # how training uses the classes: splits.ClassUse.to_dict (mode, per-class counts
+    # of the training split and of one epoch, loss weights)
+    training: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -117,6 +120,7 @@ class DataReport:
             "per_class": self.per_class,
             "split_counts": {k: dict(v) for k, v in self.split_counts.items()},
             "selected": self.selected,
+            "training": dict(self.training),
             "warnings": list(self.warnings),
         }
 
@@ -147,13 +151,31 @@ def _format_report(r: DataReport) -> str:
     if r.split_counts:
         names = list(r.class_names) or list(next(iter(r.split_counts.values())))
         cw = max(len(n) for n in names + ["total"])
-        lines.append(f"Balanced splits ({r.scheme}, {r.per_class:,} per class in all):")
+        if r.training.get("mode", "undersample") == "undersample":
+            lines.append(f"Balanced splits ({r.scheme}, {r.per_class:,} per class in all):")
+        else:
+            lines.append(f"Splits ({r.scheme}; validation and test balanced as with "
+                         f"{r.per_class:,} per class in all; train keeps every other review):")
         lines.append(f"  {'split':<10} " + " ".join(f"{n:>{cw}}" for n in names)
                      + f" {'total':>{cw}}")
         for split, counts in r.split_counts.items():
             lines.append(f"  {split:<10} " + " ".join(f"{counts.get(n, 0):>{cw},}" for n in names)
                          + f" {sum(counts.values()):>{cw},}")
+    if r.training:
+        lines.append(format_class_use(r.training))
     if r.warnings:
         lines.append("Warnings:")
         lines.extend(f"  - {m}" for m in r.warnings)
     return "\n".join(lines)
+
+
+def format_class_use(t: dict) -> str:
+    """One line: how training uses the classes (``ClassUse.to_dict``)."""
+    mode, epoch = t.get("mode"), t.get("per_epoch") or {}
+    if mode == "resample":
+        return (f"Class balance: resample: each epoch draws a fresh "
+                f"{min(epoch.values(), default=0):,} reviews per class from the training split")
+    if mode == "weighted":
+        weights = "  ".join(f"{n}: {w:.3f}" for n, w in (t.get("class_weights") or {}).items())
+        return f"Class balance: weighted: every training review; loss weights {weights}"
+    return "Class balance: undersample: every epoch trains on the same balanced training split"

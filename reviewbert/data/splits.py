@@ -22,6 +22,16 @@ from .report import TOO_FEW_TOKENS, DataError, DataReport, FileReport
 _TOKEN_BATCH = 512
 SPLIT_NAMES = ("train", "validation", "test")
 HASH_NAME = "blake2b-64"
+CLASS_BALANCE = ("undersample", "resample", "weighted")
+"""How the training split uses the classes; validation and test are balanced either way,
+and hold the very same reviews (for the same files, seed and options):
+
+- ``undersample``: the training split is balanced too (every class cut to the rarest);
+- ``resample``: the training split also keeps the reviews undersampling drops, and each
+  epoch trains on a fresh balanced draw from it (``train.balanced_draw``);
+- ``weighted``: the training split keeps them too, and the loss weighs each class by
+  ``n_total / (n_classes * n_class)`` (:func:`class_weights`).
+"""
 
 
 @dataclass
@@ -46,6 +56,57 @@ class Splits:
 
     def items(self):
         return [(n, self[n]) for n in SPLIT_NAMES]
+
+
+@dataclass
+class ClassUse:
+    """How one epoch of training uses the classes of a training split (see CLASS_BALANCE)."""
+    mode: str
+    counts: list[int]             # training reviews per class
+    per_epoch: list[int]          # reviews per class one epoch trains on
+    weights: list[float] | None   # the loss weight of each class ("weighted" only)
+
+    @classmethod
+    def of(cls, mode: str, counts) -> "ClassUse":
+        """From the training split's reviews per class (``counts[c]`` for class id c)."""
+        check_class_balance(mode)
+        counts = [int(n) for n in counts]
+        if mode == "resample" and min(counts, default=0) <= 0:
+            raise DataError(f"class_balance=resample needs training reviews of every class, "
+                            f"got {counts}")
+        per_epoch = [min(counts)] * len(counts) if mode == "resample" else counts
+        weights = class_weights(counts) if mode == "weighted" else None
+        return cls(mode, counts, per_epoch, weights)
+
+    @property
+    def draw_per_class(self) -> int | None:
+        """Reviews per class in each epoch's fresh draw ("resample"), else None."""
+        return min(self.per_epoch) if self.mode == "resample" else None
+
+    def to_dict(self, names) -> dict:
+        """For the data report and reviewbert.json: per-class values keyed by class name."""
+        out = {"mode": self.mode, "train_counts": dict(zip(names, self.counts)),
+               "per_epoch": dict(zip(names, self.per_epoch))}
+        if self.weights is not None:
+            out["class_weights"] = {n: round(w, 6) for n, w in zip(names, self.weights)}
+        return out
+
+
+def class_weights(counts) -> list[float]:
+    """scikit-learn's "balanced" weights from per-class counts: n_total / (n_classes * n_c)."""
+    from sklearn.utils.class_weight import compute_class_weight
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.size == 0 or counts.min() <= 0:
+        raise DataError(f"class weights need at least one review of every class, got {counts.tolist()}")
+    y = np.repeat(np.arange(len(counts)), counts)
+    return compute_class_weight("balanced", classes=np.arange(len(counts)), y=y).tolist()
+
+
+def check_class_balance(mode: str) -> str:
+    """``mode`` if it is one of CLASS_BALANCE, else a DataError."""
+    if mode not in CLASS_BALANCE:
+        raise DataError(f"class_balance must be one of {', '.join(CLASS_BALANCE)}, got {mode!r}")
+    return mode
 
 
 # ------------------------------------------------------------------------ hashing
@@ -192,9 +253,23 @@ def _split_sizes(n: int, fractions: tuple[float, float, float]) -> tuple[int, in
     return tuple(sizes)
 
 
+def _lowest(priority: np.ndarray, m: int) -> np.ndarray:
+    """Indexes of the ``m`` lowest priorities, lowest first."""
+    part = np.argpartition(priority, m - 1)[:m] if m < len(priority) else np.arange(len(priority))
+    return part[np.argsort(priority[part], kind="stable")]
+
+
 def _select(table: _Table, unique: np.ndarray, scheme: LabelScheme, seed: int,
-            fractions, max_per_class: int | None, report: DataReport) -> list[np.ndarray]:
-    """Per split, the table indexes of its rows in their final (shuffled) order."""
+            fractions, max_per_class: int | None, report: DataReport,
+            class_balance: str = "undersample") -> list[np.ndarray]:
+    """Per split, the table indexes of its rows in their final (shuffled) order.
+
+    Each class ranks its reviews by priority; its ``n`` lowest (n = the rarest class's
+    count, or max_per_class) are cut into train, validation and test. With
+    ``class_balance`` other than "undersample", train also gets the class's next
+    ones (up to max_per_class in all): the reviews undersampling drops. Validation
+    and test are the same either way.
+    """
     lut = _class_lut(scheme)
     stars = table.stars[unique]
     classes = lut[stars]
@@ -213,19 +288,16 @@ def _select(table: _Table, unique: np.ndarray, scheme: LabelScheme, seed: int,
     report.per_class = n
     sizes = _split_sizes(n, fractions)
     priority = _mix64(table.hashes[unique], _seed_key(seed, "select"))
+    cap = n if class_balance == "undersample" else (max_per_class or len(classes))
     chosen: list[list[np.ndarray]] = [[], [], []]
     for c in range(scheme.num_labels):
         members = np.flatnonzero(classes == c)
-        pr = priority[members]
-        if n < len(members):
-            part = np.argpartition(pr, n - 1)[:n]
-        else:
-            part = np.arange(len(members))
-        take = unique[members[part[np.argsort(pr[part], kind="stable")]]]
+        take = unique[members[_lowest(priority[members], min(cap, len(members)))]]
         lo = 0
         for k, size in enumerate(sizes):
             chosen[k].append(take[lo:lo + size])
             lo += size
+        chosen[0].append(take[n:])  # beyond the balanced n: training only (none if undersample)
     order_key = _seed_key(seed, "order")
     result = []
     for k, name in enumerate(SPLIT_NAMES):
@@ -235,6 +307,8 @@ def _select(table: _Table, unique: np.ndarray, scheme: LabelScheme, seed: int,
         report.split_counts[name] = {
             scheme.names[c]: int((lut[table.stars[idx]] == c).sum())
             for c in range(scheme.num_labels)}
+    report.training = ClassUse.of(class_balance, report.split_counts["train"].values()
+                                  ).to_dict(scheme.names)
     return result
 
 
@@ -337,7 +411,8 @@ def build_splits(paths: Iterable[str | os.PathLike], scheme: LabelScheme, *, see
                  fractions: tuple[float, float, float] = (0.7, 0.1, 0.2),
                  max_per_class: int | None = None, min_tokens: int = 0,
                  tokenizer=None, options: ReadOptions | None = None,
-                 progress: Callable[[str, str, int], None] | None = None) -> Splits:
+                 progress: Callable[[str, str, int], None] | None = None,
+                 class_balance: str = "undersample") -> Splits:
     """Read ``paths`` into balanced train/validation/test splits.
 
     Every split holds the same number of examples per class (per *class* of
@@ -348,14 +423,21 @@ def build_splits(paths: Iterable[str | os.PathLike], scheme: LabelScheme, *, see
     not counting [CLS]/[SEP]. The result depends only on the set of files,
     the options and ``seed``. ``progress(stage, file_name, rows)`` is called
     now and then, for long reads.
+
+    ``class_balance`` (see CLASS_BALANCE) other than "undersample" adds to the
+    training split the reviews balancing drops (each class up to ``max_per_class``
+    reviews in all); validation and test do not change. They are read in the
+    same second pass as the rest.
     """
     scheme = _as_scheme(scheme)
+    check_class_balance(class_balance)
     fractions = _check_fractions(fractions)
     if max_per_class is not None and int(max_per_class) < 0:
         raise DataError(f"max_per_class must be >= 0, got {max_per_class!r}")
     sources, table, report = _pass1(paths, scheme, min_tokens, tokenizer, options, progress)
     unique = _dedupe(table, report)
-    chosen = _select(table, unique, scheme, seed, fractions, max_per_class, report)
+    chosen = _select(table, unique, scheme, seed, fractions, max_per_class, report,
+                     class_balance)
     del unique
     train, validation, test = _collect(sources, table, chosen, scheme, progress)
     return Splits(train, validation, test, report)
@@ -364,7 +446,7 @@ def build_splits(paths: Iterable[str | os.PathLike], scheme: LabelScheme, *, see
 def data_config(paths, scheme, *, seed: int = 42,
                 fractions: tuple[float, float, float] = (0.7, 0.1, 0.2),
                 max_per_class: int | None = None, min_tokens: int = 0,
-                options: ReadOptions | None = None) -> dict:
+                options: ReadOptions | None = None, class_balance: str = "undersample") -> dict:
     """Everything :func:`splits_from_meta` needs to rebuild the same splits.
 
     JSON-able; stored as ``meta["data"]`` in reviewbert.json. Files keep the
@@ -381,6 +463,7 @@ def data_config(paths, scheme, *, seed: int = 42,
         "max_per_class": None if max_per_class is None else int(max_per_class),
         "min_tokens": int(min_tokens or 0),
         "options": asdict(options or ReadOptions()),
+        "class_balance": check_class_balance(class_balance),
         "hash": HASH_NAME,
     }
 
@@ -468,7 +551,8 @@ def splits_from_meta(meta: dict, data_dir=None, tokenizer=None, strict: bool = F
             [p for _, p, _ in located], get_scheme(cfg["labels"]),
             seed=cfg.get("seed", 42), fractions=tuple(cfg.get("fractions", (0.7, 0.1, 0.2))),
             max_per_class=cfg.get("max_per_class"), min_tokens=cfg.get("min_tokens", 0),
-            tokenizer=tokenizer, options=options)
+            tokenizer=tokenizer, options=options,
+            class_balance=cfg.get("class_balance", "undersample"))
     except (KeyError, TypeError) as e:
         raise DataError(f"the checkpoint's data section is malformed: {e}") from e
     for entry, path, moved in located:

@@ -16,6 +16,7 @@ from .. import figures as F
 from .. import jobs
 from .. import runs as R
 from ..data import DataError
+from ..data.report import format_class_use
 from ..train import ConfigError, TrainConfig
 from . import config_form as CF
 from . import state as S
@@ -119,7 +120,7 @@ def data_report(values: dict) -> bool:
     if not paths:
         st.info("Choose a data file above to see how many reviews each split would get.")
         return False
-    keys = ("labels", "max_per_class", "min_tokens", "split_seed", "text_column",
+    keys = ("labels", "max_per_class", "class_balance", "min_tokens", "split_seed", "text_column",
             "rating_column", "title_column", "prepend_title", "base_model")
     try:
         cfg = tuple((k, values[k]) for k in keys if k in values)
@@ -135,6 +136,8 @@ def data_report(values: dict) -> bool:
     if d.get("split_counts"):
         st.dataframe([{"split": s, **c, "total": sum(c.values())} for s, c in d["split_counts"].items()],
                      hide_index=True)
+    if d.get("training"):
+        st.caption(format_class_use(d["training"]))
     skipped = d.get("skipped") or {}
     if skipped:
         st.caption("Skipped rows by reason: " + ", ".join(f"{k} {v:,}" for k, v in skipped.items()))
