@@ -19,6 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from .. import attention as A
+from .. import heap
 from .. import datafiles as D
 from .. import figures as F
 from ..analysis import breakdown as B
@@ -68,6 +69,7 @@ def load_eval_model(path: str, stamp: float):
     """The checkpoint with PyTorch's fused (sdpa) attention, for whole-split passes; the
     Predictor's eager model (needed for attention weights) is for the attention pass."""
     model, tok, _ = load_checkpoint(path)
+    heap.freeze_long_lived()
     return model, tok
 
 

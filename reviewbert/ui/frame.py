@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from .. import heap
 from . import checkpoints as C
 from . import state as S
 
@@ -33,7 +34,10 @@ def run() -> None:
     S.keep_widget_state()
     C.pick_checkpoint(C.checkpoints_root())
     st.session_state[_FRAME_RAN] = True
-    nav.run()
+    try:
+        nav.run()
+    finally:                    # also after st.stop() or st.rerun()
+        heap.freeze_after_first_run()
 
 
 def require() -> None:

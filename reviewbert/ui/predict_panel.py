@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
+from .. import heap
 from ..examples import (BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample,
                         test_split_examples)
 from ..inference import Predictor, cpu_threads, threads_beside_training
@@ -41,6 +42,7 @@ def load_predictor(path: str, stamp: float) -> Predictor:
     except Exception as e:  # noqa: BLE001 - it loaded but cannot predict: still broken
         why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
         raise CheckpointError(f"{path} loaded but cannot predict: {type(e).__name__}: {why}") from e
+    heap.freeze_long_lived()    # out of the collection Streamlit runs after every rerun
     return predictor
 
 

@@ -22,6 +22,7 @@ import streamlit as st
 from ..markdown import md_escape
 
 from .. import anatomy as A
+from .. import heap
 from .. import anatomy_figures as AF
 from ..figures import probs_bar
 from ..inference import Prediction, Predictor
@@ -120,7 +121,9 @@ def _mlm_status(base: str) -> A.MlmStatus:
 
 @st.cache_resource(max_entries=1, show_spinner="Loading the base model's masked-LM head…")
 def _mlm_model(path: str):
-    return A.load_mlm(path)
+    model = A.load_mlm(path)
+    heap.freeze_long_lived()
+    return model
 
 
 def load_predictor(info: CheckpointInfo) -> Predictor | None:

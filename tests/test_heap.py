@@ -1,0 +1,51 @@
+"""reviewbert.heap: long-lived objects frozen out of Streamlit's after-run collection,
+without keeping reference cycles dropped since the last freeze."""
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from reviewbert import heap
+
+
+class Node:
+    pass
+
+
+@pytest.fixture(autouse=True)
+def unfrozen():
+    yield
+    gc.unfreeze()
+
+
+def test_a_freeze_takes_what_is_alive_out_of_later_collections():
+    a = Node()
+    a.cycle = a
+    ref = weakref.ref(a)
+    frozen = heap.freeze_long_lived()
+    assert frozen > 0 and gc.get_freeze_count() > 0
+    del a
+    gc.collect(2)                   # what Streamlit runs after each script run
+    assert ref() is not None        # frozen: that collection did not walk it
+
+
+def test_the_next_freeze_frees_cycles_dropped_since_the_last():
+    a = Node()
+    a.cycle = a
+    ref = weakref.ref(a)
+    heap.freeze_long_lived()
+    del a
+    heap.freeze_long_lived()        # e.g. the next model load
+    assert ref() is None
+
+
+def test_objects_made_after_a_freeze_are_collected_as_usual():
+    heap.freeze_long_lived()
+    b = Node()
+    b.cycle = b
+    ref = weakref.ref(b)
+    del b
+    gc.collect(2)
+    assert ref() is None
