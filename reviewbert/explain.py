@@ -246,7 +246,7 @@ def _bert_layers(model):
 
 @torch.inference_mode()
 def value_vectors(model, ids: list[int], attentions: np.ndarray, layers: list[int],
-                  head: int | None = None) -> list[torch.Tensor]:
+                  head: int | None = None, values: np.ndarray | None = None) -> list[torch.Tensor]:
     """α_h[CLS→j] · f_h(x_j) summed over heads, per token: one [T, D] tensor per layer.
 
     ``x`` are the layer's input hidden states (one eager pass over ``ids``, up to
@@ -255,22 +255,30 @@ def value_vectors(model, ids: list[int], attentions: np.ndarray, layers: list[in
     attention (``attentions`` [layer, head, q, k]); with ``head`` only that head's
     term. Their sum over tokens plus W_O's bias is the [CLS] row of the attention
     block's output before the residual and LayerNorm (``tests/test_explain.py``).
+
+    ``values`` [L, T, D]: the value vectors ``x W_V + b_V`` the prediction's own pass
+    kept (``Prediction.values``): then no pass at all (~50 ms less at 256 tokens).
     """
     enc = _bert_layers(model)
     device = next(model.parameters()).device
-    t = torch.tensor([ids], dtype=torch.long, device=device)
-    # The layers' inputs, module by module. Not output_hidden_states=True: transformers
-    # would install its recording hooks on the shared model the first time.
-    hidden = [model.bert.embeddings(input_ids=t)]
-    for layer in enc[:max(layers)]:
-        hidden.append(layer(hidden[-1]))
+    hidden = None
+    if values is None:
+        t = torch.tensor([ids], dtype=torch.long, device=device)
+        # The layers' inputs, module by module. Not output_hidden_states=True: transformers
+        # would install its recording hooks on the shared model the first time.
+        hidden = [model.bert.embeddings(input_ids=t)]
+        for layer in enc[:max(layers)]:
+            hidden.append(layer(hidden[-1]))
     out = []
     for li in layers:
-        x = hidden[li][0].float()
         a = enc[li].attention
-        T, D = x.shape
+        if hidden is None:
+            v = torch.as_tensor(values[li], device=device).float()
+        else:
+            v = a.self.value(hidden[li][0].float()).float()
+        T, D = v.shape
         H = attentions.shape[1]
-        v = a.self.value(x).float().view(T, H, D // H)                       # [T, H, dh]
+        v = v.view(T, H, D // H)                                              # [T, H, dh]
         alpha = torch.as_tensor(attentions[li, :, A.CLS_ROW, :], dtype=v.dtype,
                                 device=v.device).T.clone()                  # [T, H]
         if head is not None:
@@ -281,11 +289,12 @@ def value_vectors(model, ids: list[int], attentions: np.ndarray, layers: list[in
 
 
 def value_norms(model, ids: list[int], attentions: np.ndarray,
-                layers: list[int] | None = None, head: int | None = None) -> np.ndarray:
+                layers: list[int] | None = None, head: int | None = None,
+                values: np.ndarray | None = None) -> np.ndarray:
     """‖Σ_h α_h[CLS→j] · f_h(x_j)‖ per layer and token (Kobayashi et al. 2020):
     [len(layers), T]. See :func:`value_vectors`."""
     layers = list(range(len(_bert_layers(model)))) if layers is None else list(layers)
-    vecs = value_vectors(model, ids, attentions, layers, head)
+    vecs = value_vectors(model, ids, attentions, layers, head, values)
     return np.stack([v.norm(dim=-1).cpu().numpy() for v in vecs]).astype(np.float32)
 
 
@@ -299,7 +308,7 @@ class ValueNorm:
         t0 = time.perf_counter()
         layer = pred.num_layers - 1 if self.layer is None else self.layer
         row = value_norms(predictor.model, token_ids(predictor, pred), pred.attentions,
-                          [layer], self.head)[0]
+                          [layer], self.head, pred.values)[0]
         return _result(self, pred, word_shares(row, pred), row, layer_name(layer, self.head), t0)
 
 

@@ -56,6 +56,9 @@ class Prediction:
     max_length: int
     chars_cut: bool = False         # text was longer than MAX_CHARS and was cut
     scheme: LabelScheme | None = field(default=None, repr=False)
+    # float32 [layer, token, hidden]: each layer's value vectors x·W_V + b_V (heads side
+    # by side), kept from the same pass for attention × value norm; None if not kept
+    values: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def num_layers(self) -> int:
@@ -222,13 +225,15 @@ class FastBertForward:
         return self.act(y) if gelu else y
 
     @torch.inference_mode()
-    def __call__(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``ids`` [T] → (logits [C], attentions [L, H, T, T]) as fp32 tensors."""
+    def __call__(self, ids: torch.Tensor, values: bool = False):
+        """``ids`` [T] → (logits [C], attentions [L, H, T, T]) as fp32 tensors; with
+        ``values`` also each layer's value vectors [L, T, D] (heads side by side)."""
         T, H, D, dh = ids.shape[0], self.H, self.D, self.dh
         x = self.word[ids] + self.type0 + self.pos[:T]
         x = F.layer_norm(x, (D,), *self.ln0[:2], self.ln0[2])
         L = len(self.layers)
         att = torch.empty((L, H, T, T), dtype=x.dtype, device=x.device)
+        vals = torch.empty((L, T, D), dtype=x.dtype, device=x.device) if values else None
         for li, p in enumerate(self.layers):
             last = li == L - 1
             if not last:
@@ -239,6 +244,8 @@ class FastBertForward:
                 qk = self._linear(x, p["wqk"], p["bqk"]).view(T, 2, H, dh).permute(1, 2, 0, 3)
                 q, k = qk[0], qk[1]
                 v = self._linear(x, p["wv"], p["bv"]).view(T, H, dh).transpose(0, 1)
+            if vals is not None:
+                vals[li] = v.transpose(0, 1).reshape(T, D)
             torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1, out=att[li])
             if last:
                 x = x[:1]
@@ -253,7 +260,8 @@ class FastBertForward:
                 f = self.act(self._linear(h, p["wi"], p["bi"]))
             x = F.layer_norm(self._linear(f, p["wo2"], p["bo2"]) + h, (D,), *p["ln2"][:2], p["ln2"][2])
         pooled = torch.tanh(F.linear(x[0], *self.pool))
-        return F.linear(pooled, *self.cls), att
+        logits = F.linear(pooled, *self.cls)
+        return (logits, att, vals) if values else (logits, att)
 
 
 class GradBertForward:
@@ -412,17 +420,19 @@ class Predictor:
         return cls(model, tok, info.scheme, meta=info.meta, fast=fast)
 
     @torch.inference_mode()
-    def forward(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """ids → (logits [C], attentions float32 [L, H, T, T])."""
+    def forward(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """ids → (logits [C], attentions float32 [L, H, T, T], value vectors float32
+        [L, T, D] or None: only the fast pass keeps them)."""
         t = torch.tensor(ids, dtype=torch.long, device=self.device)
+        vals = None
         if self.fast is not None:
-            logits, att = self.fast(t)
+            logits, att, vals = self.fast(t, values=True)
         else:
             out = self.model(input_ids=t[None], output_attentions=True)
             logits = out.logits[0]
             att = torch.stack([a[0] for a in out.attentions])
-        return (logits.float().cpu().numpy(),
-                att.to(torch.float32).cpu().numpy())
+        return (logits.float().cpu().numpy(), att.to(torch.float32).cpu().numpy(),
+                None if vals is None else vals.to(torch.float32).cpu().numpy())
 
     def embedded_logits(self, x: torch.Tensor) -> torch.Tensor:
         """Differentiable logits [B, C] from word embeddings [B, T, D] of unpadded rows:
@@ -441,7 +451,7 @@ class Predictor:
         if not isinstance(text, str) or not text.strip():
             raise ValueError("empty review: type or paste some text first")
         enc = encode(self.tokenizer, text, self.max_length)
-        logits, att = self.forward(enc.ids)
+        logits, att, vals = self.forward(enc.ids)
         z = logits - logits.max()
         probs = np.exp(z) / np.exp(z).sum()
         k = int(probs.argmax())
@@ -450,4 +460,4 @@ class Predictor:
             word_spans=enc.word_spans, probs=probs, label_id=k, label=self.scheme.names[k],
             stars=stars_display(self.scheme, k), attentions=att, truncated=enc.truncated,
             n_tokens=len(enc.ids), n_tokens_original=enc.n_original, max_length=self.max_length,
-            chars_cut=enc.chars_cut, scheme=self.scheme)
+            chars_cut=enc.chars_cut, scheme=self.scheme, values=vals)

@@ -118,6 +118,19 @@ def test_value_vectors_add_up_to_the_attention_output(tiny):
     np.testing.assert_allclose((one + rest).numpy(), vec.numpy(), atol=1e-5)
 
 
+def test_value_vectors_kept_by_the_fast_pass_equal_the_eager_ones(tiny):
+    """The prediction's own pass keeps every layer's value vectors: the method uses them
+    instead of a second, eager pass, with the same result."""
+    pred = tiny.predict(REVIEW)
+    assert tiny.fast is not None and pred.values is not None
+    assert pred.values.shape == (pred.num_layers, pred.n_tokens, tiny.model.config.hidden_size)
+    ids = E.token_ids(tiny, pred)
+    for layer in range(pred.num_layers):
+        eager = E.value_vectors(tiny.model, ids, pred.attentions, [layer])[0]
+        kept = E.value_vectors(tiny.model, ids, pred.attentions, [layer], values=pred.values)[0]
+        np.testing.assert_allclose(kept.numpy(), eager.numpy(), atol=1e-5)
+
+
 def test_integrated_gradients_completeness(tiny):
     """Σ attributions = f(x) − f(baseline) (log p of the predicted class), the baseline
     being [PAD] everywhere but [CLS]/[SEP], computed here without Captum."""
