@@ -38,16 +38,23 @@ if _hyp_settings is not None:
     _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
+LONG_SUITES = ("fuzz", "load", "hostile")   # each with its own make target
+
+
 def pytest_collection_modifyitems(config, items):
-    """Keep `fuzz` tests out unless -m names them. pytest.ini's addopts says
-    `-m "not fuzz"`, but a -m on the command line (README: `-m 'not browser'`)
-    replaces that one instead of adding to it."""
-    if "fuzz" in (config.getoption("markexpr") or ""):
-        return
-    kept = [i for i in items if i.get_closest_marker("fuzz") is None]
-    if len(kept) != len(items):
-        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("fuzz")])
-        items[:] = kept
+    """Keep the long suites' tests out unless -m names them. pytest.ini's addopts says
+    `-m "not fuzz and not load and not hostile"`, but a -m on the command line (README:
+    `-m 'not browser'`) replaces that one instead of adding to it."""
+    expr = config.getoption("markexpr") or ""
+    out = [m for m in LONG_SUITES if m not in expr]
+
+    def long(item):
+        return any(item.get_closest_marker(m) is not None for m in out)
+
+    dropped = [i for i in items if long(i)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if not long(i)]
 
 
 @pytest.fixture(scope="session")
