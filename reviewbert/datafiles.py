@@ -183,6 +183,7 @@ def training_report(paths, cfg, tokenizer=None) -> DataReport:
     splits = data.build_splits(
         list(paths), get_scheme(cfg.labels), seed=cfg.split_seed, fractions=cfg.fractions,
         max_per_class=cfg.max_per_class, min_tokens=cfg.min_tokens, tokenizer=tokenizer,
-        class_balance=cfg.class_balance, options=ReadOptions(text_column=cfg.text_column, rating_column=cfg.rating_column,
+        class_balance=cfg.class_balance,
+        options=ReadOptions(text_column=cfg.text_column, rating_column=cfg.rating_column,
                             title_column=cfg.title_column, prepend_title=cfg.prepend_title))
     return splits.report
