@@ -178,12 +178,14 @@ def launch_run(page, data_file: str, name: str, basic: dict, advanced: dict,
                timeout=60_000) -> None:
     """On the Train page: New run, pick ``data_file``, wait for the data report, set the
     fields in ``basic`` (label -> value), then those under Advanced, name the run
-    ``name``, press Launch and wait for the "Launched" message."""
+    ``name``, press Launch and wait for the "Launched" message. The data report must
+    also say how training uses the classes (the default, undersample)."""
     page.locator("[data-testid=stRadio] label").filter(has_text="New run").click()
     page.locator("[data-testid=stMultiSelect]").first.click()
     page.get_by_role("option", name=data_file, exact=True).click()
     page.keyboard.press("Escape")
     page.get_by_text("Reviews per class (all splits)").wait_for(timeout=timeout)
+    page.get_by_text("Class balance: undersample", exact=False).first.wait_for(timeout=timeout)
     for label, value in basic.items():
         set_number(page, label, value)
     page.get_by_text("Advanced", exact=True).click()
