@@ -20,6 +20,7 @@ import pytest
 from reviewbert.analysis.intervals import metric_intervals
 from reviewbert.analysis.label_issues import find_issues
 from reviewbert.analysis.predictions import SplitPredictions, build_frame
+from reviewbert.evaluate import cpu_bf16_units
 from reviewbert.examples import Review
 from reviewbert.labels import FIVE
 from reviewbert.report import ReportInputs, build_report
@@ -27,6 +28,12 @@ from toyreviews import ROOT, cli
 
 XSS = '<img src=x onerror=alert(1)> great </script><script>alert(2)</script> phone'
 DEMO = ROOT / "checkpoints" / "demo"
+# bf16 where the CPU has bf16 units (AVX512-BF16, AMX): there it is the default and fast.
+# Elsewhere torch emulates it: the 2,105 reviews took ~290 s in bf16 on a 2-core AVX2
+# CPU, against ~20 s in fp32. There the module scores the split in fp32, and the bf16
+# check below scores a sample of its own.
+PRECISION = "bf16" if cpu_bf16_units() else "fp32"
+BF16_SAMPLE = 96
 
 
 class Sources(HTMLParser):
@@ -105,8 +112,7 @@ def demo(tmp_path_factory, data_dir):
             (d / f.name).symlink_to(f.resolve())
     out = d.parent / "report.html"
     t0 = time.perf_counter()
-    # bf16 named explicitly: the fp32 agreement check then runs on every machine
-    res = cli("report", "--checkpoint", d, "--out", out, "--precision", "bf16",
+    res = cli("report", "--checkpoint", d, "--out", out, "--precision", PRECISION,
               "--no-attention", "--json", timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     return d, out, json.loads(res.stdout.strip().splitlines()[-1]), time.perf_counter() - t0
@@ -126,7 +132,7 @@ def test_demo_cache_is_written_then_reused(demo):
     mtime = (folder / "meta.json").stat().st_mtime_ns
     # evaluate (another command, another process) reads it: no forward pass
     t0 = time.perf_counter()
-    res = cli("evaluate", "--checkpoint", d, "--precision", "bf16", "--json")
+    res = cli("evaluate", "--checkpoint", d, "--precision", PRECISION, "--json")
     assert res.returncode == 0, res.stderr[-2000:]
     again = json.loads(res.stdout.strip().splitlines()[-1])
     assert again["cached"] is True and again["cache"] == first["cache"]
@@ -142,9 +148,24 @@ def test_demo_cache_is_written_then_reused(demo):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_demo_bf16_agrees_with_fp32(demo):
+    """bf16 and fp32 pick the same rating for all but at most one review in 256 (the
+    report's own check, on a bf16 CPU), or in a sample of 96 (scored here, elsewhere)."""
     check = demo[2]["fp32_check"]
-    assert check["n"] == 256
-    assert check["agree"] / check["n"] >= 0.995, check
+    if PRECISION == "bf16":
+        assert check["n"] == 256
+    else:
+        assert check is None            # an fp32 run has nothing to check against
+        from reviewbert.analysis.predictions import predict_split
+        from reviewbert.examples import test_split_examples
+        from reviewbert.model import load_checkpoint
+        model, tok, info = load_checkpoint(demo[0])
+        reviews = test_split_examples(info.meta, tokenizer=tok)[::21][:BF16_SAMPLE]
+        preds = predict_split(model, tok, info.path, reviews, info.scheme,
+                              max_length=info.meta["hyperparameters"]["max_length"],
+                              precision="bf16", use_cache=False, fp32_check=BF16_SAMPLE)
+        check = preds.meta["fp32_check"]
+        assert check["n"] == BF16_SAMPLE
+    assert check["agree"] >= check["n"] - 1, check
 
 
 @pytest.mark.integration
@@ -156,7 +177,7 @@ def test_demo_cleanlab_ranked_list(demo):
     d, _, first, _ = demo
     info = checkpoint_info(d)
     reviews = test_split_examples(info.meta)
-    preds = lookup(d, reviews, info.scheme, 128)
+    preds = lookup(d, reviews, info.scheme, info.meta["hyperparameters"]["max_length"])
     assert preds is not None and preds.cached
     iss = find_issues(preds)
     assert iss.count == first["label_issues"]["count"] > 0
