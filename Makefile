@@ -23,8 +23,12 @@ run: setup
 browser:
 	@bash scripts/ensure-chromium.sh
 
+# Two workers (pytest-xdist), each taking whole files: one worker alone used ~0.9 of the
+# two cores (much of a browser or subprocess test is waiting), and module fixtures (a
+# Streamlit server, a trained run) still start once. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: setup browser
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # Thousands of generated bad inputs per property (tests marked `fuzz`; `make test` runs a
 # few dozen of each). More: make fuzz REVIEWBERT_FUZZ_EXAMPLES=10000
@@ -43,6 +47,12 @@ load: setup
 .PHONY: hostile
 hostile: setup browser
 	$(PY) -m pytest tests/test_browser_hostile.py -m "hostile or not hostile" $(PYTEST_ARGS)
+
+# The long fault loops (tests marked `faults`: SIGKILL a training run at ten random points
+# and resume each time; `make test` runs the four-kill version).
+.PHONY: faults
+faults: setup
+	$(PY) -m pytest -m faults $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) bench/ingest.py

@@ -1,5 +1,8 @@
 """Kill loop: SIGKILL a tiny training run at 10 random points, resume it each time.
 
+``make faults`` runs the ten kills (~95 s on 2 cores); ``make test`` runs four, one
+at each kind of point (~40 s): the same loop and the same checks.
+
 Points: mid-training (after a random number of new steps), inside an epoch's
 evaluation, while a checkpoint's files are being written, and between the two
 renames that swap a checkpoint in (the last three held open by
@@ -27,7 +30,6 @@ from reviewbert.model import FAULT_ENV, FAULT_MARK_ENV, load_checkpoint
 from reviewbert.runs import read_metrics, read_status, read_steps
 from toyreviews import ROOT, quiet_env, write_toy_csv
 
-KILLS = 10
 EPOCHS = 5
 SEED = int(os.environ.get("REVIEWBERT_KILL_SEED", "13"))
 SPLITS = ("train", "validation", "test")
@@ -89,11 +91,23 @@ def _assert_history_is_a_prefix(run: Path, why: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.faults
 def test_ten_kills_at_random_points_and_resume_every_time(tmp_path, tiny_model_dir):
+    kill_loop(tmp_path, tiny_model_dir,
+              ["step"] * 4 + ["evaluate"] * 2 + ["save-write"] * 2 + ["save-swap"] * 2)
+
+
+@pytest.mark.slow
+def test_four_kills_one_at_each_kind_of_point(tmp_path, tiny_model_dir):
+    kill_loop(tmp_path, tiny_model_dir, ["step", "evaluate", "save-write", "save-swap"])
+
+
+def kill_loop(tmp_path: Path, tiny_model_dir: Path, plan: list[str]) -> None:
+    """SIGKILL at each point of ``plan`` (shuffled), resume, then finish and check it all."""
     rng = random.Random(SEED)
     toy = write_toy_csv(tmp_path / "toy.csv", n=150)
     run, mark = tmp_path / "run", tmp_path / "fault.mark"
-    plan = ["step"] * 4 + ["evaluate"] * 2 + ["save-write"] * 2 + ["save-swap"] * 2
+    plan = list(plan)
     rng.shuffle(plan)
     args = _flags(toy, tiny_model_dir)
     survived = []
@@ -128,7 +142,7 @@ def test_ten_kills_at_random_points_and_resume_every_time(tmp_path, tiny_model_d
                            str(run)], cwd=ROOT, env=quiet_env(), capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert len(survived) == KILLS
+    assert len(survived) == len(plan)
 
     status = read_status(run)
     assert status["state"] == "finished", status
