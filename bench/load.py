@@ -16,7 +16,13 @@ highlighted text and no exception or error alert was drawn.
    its optimizer steps (bench/predict_while_training.py).
 3. ``--sessions`` concurrent sessions, each ``--per-session`` predictions of mixed
    length with a think time between them; every latency (Predict pressed ->
-   script_finished) is kept.
+   script_finished) is kept. All sessions connect at once; with ``--ramp S`` each
+   one's first Predict comes 0..S s later (uniform), else all at the same instant.
+
+Two profiles are quoted in the README. Stress: think 1-4 s, no ramp (20 users ask
+for ~8 predictions/s, about three times what 2 cores serve, so the queue grows and
+the target cannot hold). Classroom: think 10-30 s (reading the result), first
+clicks over 20 s.
 4. the run is stopped; ``--idle-after`` more single-session predictions, idle.
 
 Errors: failed sessions, exception elements, error alerts, a prediction missing
@@ -31,7 +37,7 @@ Target: p95 under load <= 3x the idle single-session p50.
 The last stdout line is JSON. Run it alone on the machine:
 
     python bench/load.py [--sessions 20] [--per-session 5] [--idle 30]
-        [--think 1 4] [--data FILE] [--max-per-class 300] [--epochs 5]
+        [--think 1 4] [--ramp 0] [--data FILE] [--max-per-class 300] [--epochs 5]
 """
 from __future__ import annotations
 
@@ -174,8 +180,11 @@ def check(res, text: str, log: SessionLog) -> bool:
 
 
 def drive(url: str, texts: list[str], think: tuple[float, float], seed: int,
-          log: SessionLog, start: threading.Barrier | None = None) -> SessionLog:
-    """One session: open the app, then predict each text (think time between)."""
+          log: SessionLog, start: threading.Barrier | None = None,
+          ramp: float = 0.0) -> SessionLog:
+    """One session: open the app, then predict each text (think time between). With
+    ``ramp``, the first prediction waits a uniform random 0..ramp seconds after the page
+    opened (users do not all press Predict in the same instant)."""
     rng = random.Random(seed)
     try:
         if start is not None:
@@ -184,6 +193,8 @@ def drive(url: str, texts: list[str], think: tuple[float, float], seed: int,
             opened = s.open()
             log.open_ms = opened.seconds * 1000
             log.errors += opened.errors
+            if ramp > 0:
+                time.sleep(rng.uniform(0.0, ramp))
             for i, text in enumerate(texts):
                 if i and think[1] > 0:
                     time.sleep(rng.uniform(*think))
@@ -196,15 +207,16 @@ def drive(url: str, texts: list[str], think: tuple[float, float], seed: int,
 
 
 def concurrent(url: str, tokenizer, sessions: int, per_session: int,
-               think: tuple[float, float], seed: int = 0) -> list[SessionLog]:
-    """``sessions`` sessions at once (they connect together), one thread each."""
+               think: tuple[float, float], seed: int = 0, ramp: float = 0.0) -> list[SessionLog]:
+    """``sessions`` sessions at once (they connect together), one thread each; each
+    one's first prediction within ``ramp`` seconds of connecting."""
     logs = [SessionLog() for _ in range(sessions)]
     start = threading.Barrier(sessions)
     threads = []
     for i in range(sessions):
         texts = reviews_of_mixed_length(tokenizer, per_session, i + 1, random.Random(seed + i))
-        t = threading.Thread(target=drive, args=(url, texts, think, seed + i, logs[i], start),
-                             daemon=True)
+        t = threading.Thread(target=drive, args=(url, texts, think, seed + i, logs[i], start,
+                                                 ramp), daemon=True)
         t.start()
         threads.append(t)
     for t in threads:
@@ -223,7 +235,7 @@ def single(url: str, tokenizer, n: int, warmup: int, session: int) -> SessionLog
 # ------------------------------------------------------------------ the whole load
 def run_load(ckpt: Path, tmp: Path, train_args: list, *, sessions: int = 20,
              per_session: int = 5, idle: int = 30, idle_after: int = 10,
-             think: tuple[float, float] = (1.0, 4.0), warmup: int = 3,
+             think: tuple[float, float] = (1.0, 4.0), ramp: float = 0.0, warmup: int = 3,
              train_timeout: float = 900, say=print) -> dict:
     """The measurement behind bench/load.py and tests/test_load.py (see the module doc)."""
     from transformers import AutoTokenizer
@@ -244,7 +256,7 @@ def run_load(ckpt: Path, tmp: Path, train_args: list, *, sessions: int = 20,
             busy = runs.device_busy(srv.root)
             say(f"training at step {before.get('step')}; the app sees the CPU busy: {busy}")
             t0 = time.time()
-            logs = concurrent(srv.url, tok, sessions, per_session, think)
+            logs = concurrent(srv.url, tok, sessions, per_session, think, ramp=ramp)
             wall = time.time() - t0
             mem_after = mem_mb(pid)
             counts.append(model_cache(srv.url))
@@ -271,7 +283,7 @@ def run_load(ckpt: Path, tmp: Path, train_args: list, *, sessions: int = 20,
     one_model = all(c == {"loads": 1, "cached": 1} for c in counts)
     ratio = round(p95 / idle_p50, 2) if p95 and idle_p50 else None
     say(f"load: {sessions} sessions x {per_session} predictions in {wall:.0f} s, think "
-        f"{think[0]}-{think[1]} s: p50 {p50} ms, p95 {p95} ms, {len(errors)} errors, "
+        f"{think[0]}-{think[1]} s, first clicks within {ramp:g} s: p50 {p50} ms, p95 {p95} ms, {len(errors)} errors, "
         f"{failed} failed sessions; training step {before.get('step')} -> {after.get('step')}")
     say(f"server RSS {mem_before['rss_mb']} -> {mem_after['rss_mb']} MB ({growth:+} MB; one "
         f"model's fp32 weights: {weights} MB, {growth / sessions:.1f} MB per session); "
@@ -284,7 +296,7 @@ def run_load(ckpt: Path, tmp: Path, train_args: list, *, sessions: int = 20,
         say(f"  server log: {line}")
     return {
         "bench": "load", "checkpoint": str(ckpt.name), "cores": len(os.sched_getaffinity(0)),
-        "sessions": sessions, "per_session": per_session, "think_s": list(think),
+        "sessions": sessions, "per_session": per_session, "think_s": list(think), "ramp_s": ramp,
         "predictions": len(lat), "expected_predictions": sessions * per_session,
         "errors": len(errors) + len(first.errors) + (len(rest.errors) if rest else 0),
         "failed_sessions": failed, "error_samples": errors[:5],
@@ -318,6 +330,9 @@ def main(argv=None):
                     help="single-session predictions after the run is stopped")
     ap.add_argument("--think", type=float, nargs=2, default=(1.0, 4.0), metavar=("MIN", "MAX"),
                     help="seconds a user waits between two predictions (uniform)")
+    ap.add_argument("--ramp", type=float, default=0.0, metavar="S",
+                    help="each session's first prediction comes a uniform 0..S seconds after "
+                         "all sessions connected (0: all at once, the worst case)")
     ap.add_argument("--data", type=Path, default=default_data())
     ap.add_argument("--max-per-class", type=int, default=300)
     ap.add_argument("--max-length", type=int, default=128)
@@ -334,7 +349,7 @@ def main(argv=None):
             ["--data", args.data, "--max-per-class", args.max_per_class,
              "--max-length", args.max_length, "--epochs", args.epochs],
             sessions=args.sessions, per_session=args.per_session, idle=args.idle,
-            idle_after=args.idle_after, think=tuple(args.think),
+            idle_after=args.idle_after, think=tuple(args.think), ramp=args.ramp,
             say=lambda s: print(s, file=sys.stderr))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
