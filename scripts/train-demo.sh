@@ -16,15 +16,18 @@ DATA="${REVIEWBERT_DATA_DIR:-../shared/data}"
 LABELS="${LABELS:-5}"
 EPOCHS="${EPOCHS:-3}"
 HOLDOUT="${HOLDOUT:-1}"
+BALANCE="${BALANCE:-undersample}"   # how training uses the classes (scripts/ablation.sh compares)
+MAXLEN="${MAXLEN:-128}"
 if [ "$LABELS" = 5 ]; then OUT=checkpoints/demo; else OUT=checkpoints/demo-${LABELS}labels; fi
-RUN="checkpoints/runs/demo-${LABELS}labels"
+RUN="${RUN:-checkpoints/runs/demo-${LABELS}labels}"
 WORK="$RUN/card-inputs"
 HELD="cell_phones_and_accessories_5core_sample.json"
 ALL=(cell_phones_and_accessories_5core_sample.json unlocked_mobile_10k.csv unlocked_mobile_5k.csv
      iphone_xr_reviews_in.csv earphone_reviews_in.csv)
 
 # The demo's settings: every knob is here, nowhere else.
-SETTINGS=(--labels "$LABELS" --prepend-title --max-length 128 --epochs "$EPOCHS" --batch-size 32
+SETTINGS=(--labels "$LABELS" --prepend-title --max-length "$MAXLEN" --class-balance "$BALANCE"
+          --epochs "$EPOCHS" --batch-size 32
           --lr-bert 1e-4 --lr-classifier 1e-3 --layer-lr-decay 0.9 --warmup-ratio 0.06
           --weight-decay 0.01 --lr-decay 0.5 --lr-step-epochs 2 --seed 42 --split-seed 42)
 

@@ -1,0 +1,111 @@
+"""Issue 12's ablation: how training uses the classes x how much of each review it reads.
+
+Each row is the demo recipe (``scripts/train-demo.sh``: its settings, all five files
+of ../shared/data, split seed 42, seed 42) with ``--class-balance B`` and
+``--max-length L``, trained once, at a similar budget of training samples:
+
+- ``undersample``: 3 epochs over the same 7,375 balanced reviews (22,125 samples);
+- ``resample``: 3 epochs, each a fresh balanced draw of 7,375 from the 30,775
+  training reviews (22,125 samples);
+- ``weighted``: 1 epoch over all 30,775 training reviews with a class-weighted loss
+  (1.4x the others' samples: one epoch is the least it can do).
+
+Validation and test are the same balanced reviews in every row (tested in
+tests/test_class_balance.py), so the rows compare. The figures are the run's best
+epoch by validation accuracy, on the test split (2,105 reviews); minutes are the
+wall-clock training time of that row on this machine (evaluation of the three
+splits after each epoch included). Run it alone: two torch processes on two cores
+slow each other.
+
+    python bench/ablation.py [--rows undersample:128 resample:256 ...] [--out DIR]
+
+A finished row is not trained again: its figures are read back from its run
+folder, so the script can be stopped and started again (a stopped row resumes
+from its last checkpoint, and its minutes add up). The last stdout line is JSON:
+every row, and each row's accuracy gain in points over ``undersample:128``
+(the recipe of the shipped demo) when that row is there.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ROWS = ("undersample:128", "resample:128", "weighted:128",
+        "undersample:256", "resample:256", "weighted:256")
+EPOCHS = {"undersample": 3, "resample": 3, "weighted": 1}
+BASELINE = "undersample:128"
+CLOCK = "ablation_seconds.json"     # the row's training seconds so far, across restarts
+
+
+def finished(run: Path) -> bool:
+    try:
+        return json.loads((run / "status.json").read_text()).get("state") == "finished"
+    except (OSError, ValueError):
+        return False
+
+
+def seconds_so_far(run: Path) -> float:
+    try:
+        return float(json.loads((run / CLOCK).read_text())["seconds"])
+    except (OSError, ValueError, KeyError):
+        return 0.0
+
+
+def train_row(run: Path, balance: str, max_length: int) -> None:
+    """scripts/train-demo.sh with this row's settings (TRAIN_ONLY: no export, no card)."""
+    env = {**os.environ, "RUN": str(run), "BALANCE": balance, "MAXLEN": str(max_length),
+           "EPOCHS": str(EPOCHS[balance]), "TRAIN_ONLY": "1"}
+    before, t0 = seconds_so_far(run), time.perf_counter()
+    try:
+        subprocess.run(["bash", str(ROOT / "scripts" / "train-demo.sh")], env=env, check=True)
+    finally:
+        if run.exists():
+            (run / CLOCK).write_text(json.dumps(
+                {"seconds": before + time.perf_counter() - t0}))
+
+
+def figures(run: Path) -> dict:
+    meta = json.loads((run / "best" / "reviewbert.json").read_text())
+    best = meta["best"]
+    pick = ("accuracy", "relaxed_accuracy", "auc")
+    return {"best_epoch": best["epoch"], "train_reviews": meta["split_sizes"]["train"],
+            "test": {k: best["test"][k] for k in pick},
+            "validation": {k: best["validation"][k] for k in pick},
+            "minutes": round(seconds_so_far(run) / 60, 1)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", nargs="+", default=list(ROWS), metavar="BALANCE:MAXLEN")
+    ap.add_argument("--out", type=Path, default=ROOT / "checkpoints" / "runs" / "ablation")
+    args = ap.parse_args(argv)
+    results = {}
+    for row in args.rows:
+        balance, _, length = row.partition(":")
+        if balance not in EPOCHS or not length.isdigit():
+            ap.error(f"a row is BALANCE:MAXLEN with BALANCE one of {sorted(EPOCHS)}: {row!r}")
+        run = args.out / f"{balance}-{length}"
+        if not finished(run):
+            print(f"== {row}: training in {run}", flush=True)
+            train_row(run, balance, int(length))
+        results[row] = {"class_balance": balance, "max_length": int(length),
+                        "epochs": EPOCHS[balance], **figures(run)}
+        r = results[row]
+        print(f"{row:16s} {r['test']['accuracy']:.1%} correct, {r['test']['relaxed_accuracy']:.1%} "
+              f"relaxed, AUC {r['test']['auc']:.3f}, {r['minutes']} min", flush=True)
+    if BASELINE in results:
+        base = results[BASELINE]["test"]["accuracy"]
+        for r in results.values():
+            r["accuracy_gain_points"] = round(100 * (r["test"]["accuracy"] - base), 2)
+    print(json.dumps({"baseline": BASELINE, "rows": results}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
