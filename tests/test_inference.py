@@ -105,3 +105,32 @@ def test_fast_path_equals_plain_fp32_eager(minilm):
         np.testing.assert_allclose(p.probs, ref_probs, atol=1e-4)
     assert len(encode(minilm.tokenizer, texts[-1], 256).ids) == 256
     print(f"max |fast - eager| attention over {len(texts)} reviews: {worst:.2e}")
+
+
+def test_fast_path_pads_matmul_rows_to_a_few_shapes(tiny, monkeypatch):
+    """oneDNN keeps a primitive per row count for good: the fast path's matmuls see
+    only multiples of ROW_BUCKET (or one row, [CLS] in the last layer), whatever the
+    review's length, and the result stays the eager model's."""
+    from reviewbert import inference as I
+    if not tiny.fast.packed:
+        pytest.skip("no oneDNN packed weights on this CPU")
+    rows = set()
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def spy(x, *args):
+        rows.add(int(x.shape[0]))
+        return real(x, *args)
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
+    slow = Predictor(tiny.model, tiny.tokenizer, FIVE, fast=False)
+    words = " ".join(REVIEWS).split()
+    lengths = set()
+    for k in range(1, len(words), 3):
+        text = " ".join(words[:k])
+        a, b = tiny.predict(text), slow.predict(text)
+        lengths.add(a.n_tokens)
+        np.testing.assert_allclose(a.attentions, b.attentions, atol=1e-5)
+        np.testing.assert_allclose(a.probs, b.probs, atol=1e-5)
+    assert len(lengths) > 10
+    assert I.ROW_BUCKET >= 8 and len(rows) < len(lengths) / 2, (sorted(rows), sorted(lengths))
+    assert all(n == 1 or n % I.ROW_BUCKET == 0 for n in rows), sorted(rows)
+    assert len(rows) <= 1 + -(-max(lengths) // I.ROW_BUCKET)
