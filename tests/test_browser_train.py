@@ -112,6 +112,15 @@ def _flow(page, server, tmp, frames, received):
             "() => [...document.querySelectorAll('.js-plotly-plot')].some("
             "p => p._fullData && p._fullData.some(t => t.mode === 'lines+markers' && t.x && t.x.length >= 1))",
             timeout=90_000)
+        # The page reruns once, as a whole, when the run writes its first best/ (a moment
+        # after epoch 1's metrics, which the charts already show): let that happen
+        # before counting the reruns that follow.
+        best = tmp / "ckpts" / "browser-run" / "best" / "config.json"
+        deadline = time.time() + 90
+        while not best.exists():
+            assert time.time() < deadline, "no best/ after 90 s"
+            page.wait_for_timeout(300)
+        page.wait_for_timeout(2 * 2000 + 1000)     # a fragment tick (2 s) + the page's rerun
         n_frames, n_received = len(frames), len(received)
         seen = [progress_text(page)]
         points = []
