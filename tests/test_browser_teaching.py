@@ -89,6 +89,11 @@ def test_inside_bert_in_a_real_browser(server, tmp_path):
             expect(heading(page, title)).to_be_visible()
         page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= 20",
                                timeout=60_000)
+        # the last step's heading can arrive before an earlier step's check line: wait
+        # for all four checks (passed or not), then read them
+        page.wait_for_function(
+            "() => (document.querySelector('[data-testid=stMain]').innerText"
+            ".match(/ Checked: /g) || []).length >= 4", timeout=60_000)
         body = page.inner_text("[data-testid=stMain]")
         assert body.count("✓ Checked") == 4, body
         assert "same matrix that the heatmaps on the main page draw" in body
