@@ -36,6 +36,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from reviewbert.model import atomic_write_json  # noqa: E402
+from reviewbert.runs import read_status  # noqa: E402
+
 ROWS = ("undersample:128", "resample:128", "weighted:128",
         "undersample:256", "resample:256", "weighted:256")
 EPOCHS = {"undersample": 3, "resample": 3, "weighted": 1}
@@ -44,10 +49,7 @@ CLOCK = "ablation_seconds.json"     # the row's training seconds so far, across 
 
 
 def finished(run: Path) -> bool:
-    try:
-        return json.loads((run / "status.json").read_text()).get("state") == "finished"
-    except (OSError, ValueError):
-        return False
+    return (read_status(run) or {}).get("state") == "finished"
 
 
 def seconds_so_far(run: Path) -> float:
@@ -66,8 +68,7 @@ def train_row(run: Path, balance: str, max_length: int) -> None:
         subprocess.run(["bash", str(ROOT / "scripts" / "train-demo.sh")], env=env, check=True)
     finally:
         if run.exists():
-            (run / CLOCK).write_text(json.dumps(
-                {"seconds": before + time.perf_counter() - t0}))
+            atomic_write_json(run / CLOCK, {"seconds": before + time.perf_counter() - t0})
 
 
 def figures(run: Path) -> dict:

@@ -16,7 +16,7 @@ DATA="${REVIEWBERT_DATA_DIR:-../shared/data}"
 LABELS="${LABELS:-5}"
 EPOCHS="${EPOCHS:-3}"
 HOLDOUT="${HOLDOUT:-1}"
-BALANCE="${BALANCE:-undersample}"   # how training uses the classes (scripts/ablation.sh compares)
+BALANCE="${BALANCE:-undersample}"   # how training uses the classes (bench/ablation.py compares)
 MAXLEN="${MAXLEN:-128}"
 if [ "$LABELS" = 5 ]; then OUT=checkpoints/demo; else OUT=checkpoints/demo-${LABELS}labels; fi
 RUN="${RUN:-checkpoints/runs/demo-${LABELS}labels}"
