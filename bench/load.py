@@ -283,7 +283,8 @@ def run_load(ckpt: Path, tmp: Path, train_args: list, *, sessions: int = 20,
     one_model = all(c == {"loads": 1, "cached": 1} for c in counts)
     ratio = round(p95 / idle_p50, 2) if p95 and idle_p50 else None
     say(f"load: {sessions} sessions x {per_session} predictions in {wall:.0f} s, think "
-        f"{think[0]}-{think[1]} s, first clicks within {ramp:g} s: p50 {p50} ms, p95 {p95} ms, {len(errors)} errors, "
+        f"{think[0]}-{think[1]} s, first clicks within {ramp:g} s: p50 {p50} ms, "
+        f"p95 {p95} ms, {len(errors)} errors, "
         f"{failed} failed sessions; training step {before.get('step')} -> {after.get('step')}")
     say(f"server RSS {mem_before['rss_mb']} -> {mem_after['rss_mb']} MB ({growth:+} MB; one "
         f"model's fp32 weights: {weights} MB, {growth / sessions:.1f} MB per session); "
