@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import heap
+from .. import allocator, heap
 from . import checkpoints as C
 from . import state as S
 
@@ -30,6 +30,7 @@ def pages() -> list:
 
 
 def run() -> None:
+    allocator.fix_mmap_threshold()     # once per process: see reviewbert/allocator.py
     nav = st.navigation(pages())
     S.keep_widget_state()
     C.pick_checkpoint(C.checkpoints_root())

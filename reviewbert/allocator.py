@@ -1,0 +1,75 @@
+"""The app server's C heap: a fixed glibc mmap threshold, so the RSS stops creeping.
+
+Why. glibc's malloc serves a request of at least the *mmap threshold* with a mapping
+of its own and gives it back to the system on ``free``. The threshold is dynamic:
+each time such a block is freed it rises to that block's size (up to 32 MB). A
+prediction frees blocks of several MB (the [L, H, T, T] attention array of a
+256-token review is 19 MB), so after the first few the threshold sits far above
+the model's activations, and those are then carved out of the malloc arenas. The
+Streamlit server runs every script run in a new thread, and threads get arenas of
+their own, so the freed space is spread over a dozen arenas in pieces that the next
+run does not quite fit: the server's RSS grew by 15-40 MB from the 10th to the
+100th prediction while the memory malloc had in use stayed flat (``malloc_stats``:
++5 MB in use, +36 MB held; Python's own objects: no growth under ``tracemalloc``).
+
+Setting the threshold once, by ``mallopt``, also turns off its dynamic rise: big
+blocks then always come from ``mmap`` and go back on ``free``. Measured with
+``bench/memory.py --only app`` (see the README): the growth drops to a few MB, the
+whole RSS is lower, and a prediction pays for fresh pages of its large blocks
+(only blocks of at least 4 MB: the threshold is chosen so that activations do not).
+
+Only the app server calls this. Training keeps glibc's default: its big blocks are
+reused step after step and fresh pages would cost every step.
+
+No effect (and False) where the C library is not glibc or has no ``mallopt``:
+macOS, musl, Windows.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import threading
+
+M_MMAP_THRESHOLD = -3          # <malloc.h>
+MMAP_THRESHOLD = 4 << 20
+"""Blocks of 4 MB and more are mapped and unmapped (a review's attention array, 19 MB at
+256 tokens); smaller ones, the model's activations (1.5 MB at most at 256 tokens), come
+from the arenas. 100 predictions (env MALLOC_MMAP_THRESHOLD_, /tmp runs of the app
+server): growth from the 10th to the 100th +12-15 MB with glibc's default, +7 MB at
+1 MB, +3 MB at 4 MB, +6 MB at 256 KB."""
+
+THRESHOLD_ENV = "REVIEWBERT_MMAP_THRESHOLD"
+"""Bytes, to try another threshold; ``glibc`` leaves glibc's dynamic default (A/B runs)."""
+
+_lock = threading.Lock()
+_applied: bool | None = None
+
+
+def _libc():
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        libc = ctypes.CDLL(name)
+        libc.gnu_get_libc_version          # noqa: B018 - glibc only: AttributeError elsewhere
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+def fix_mmap_threshold(nbytes: int | None = None) -> bool:
+    """Set glibc's mmap threshold once per process: ``nbytes``, else the environment's
+    :data:`THRESHOLD_ENV`, else :data:`MMAP_THRESHOLD`. Later calls return the first
+    call's result: True when glibc accepted it."""
+    global _applied
+    with _lock:
+        if _applied is None:
+            wanted = os.environ.get(THRESHOLD_ENV, "").strip() if nbytes is None else str(nbytes)
+            libc = None if wanted == "glibc" else _libc()
+            try:
+                size = int(wanted) if wanted else MMAP_THRESHOLD
+            except ValueError:
+                size = MMAP_THRESHOLD
+            _applied = bool(libc is not None and libc.mallopt(M_MMAP_THRESHOLD, size) == 1)
+        return _applied
