@@ -238,6 +238,19 @@ class FastBertForward:
         y = F.linear(x, w, b)
         return self.act(y) if gelu else y
 
+    def row_shapes(self, max_length: int) -> list[int]:
+        """The padded row counts a review of up to ``max_length`` tokens can give: one
+        oneDNN primitive set each (see :meth:`_linear`)."""
+        top = -(-max(1, max_length) // ROW_BUCKET) * ROW_BUCKET
+        return list(range(ROW_BUCKET, top + 1, ROW_BUCKET)) if self.packed else []
+
+    def warm_up(self, max_length: int) -> None:
+        """One pass per padded row count, so that oneDNN builds every primitive now: a
+        server then reaches its steady memory at load (these are ~10 MB, built over the
+        first dozens of predictions otherwise), and no prediction pays for a new one."""
+        for rows in self.row_shapes(max_length):
+            self(torch.zeros(rows, dtype=torch.long, device=self.word.device))
+
     @torch.inference_mode()
     def __call__(self, ids: torch.Tensor, values: bool = False):
         """``ids`` [T] → (logits [C], attentions [L, H, T, T]) as fp32 tensors; with
@@ -457,9 +470,16 @@ class Predictor:
                                   else (lambda e: self.model(inputs_embeds=e).logits))
         return self._grad_forward(x)
 
+    WARM_UP_MAX_LENGTH = 256
+    """Row shapes are built ahead up to this many tokens (16 passes for a 256-token model,
+    ~0.2 s for MiniLM); longer ones, rare, are built when first met."""
+
     def warm_up(self) -> None:
-        """The first forward pass pays one-off costs (oneDNN kernels, allocator): pay them now."""
+        """The first forward pass pays one-off costs (oneDNN kernels, allocator): pay them now,
+        for every row shape the fast path can meet."""
         self.predict("Warm-up: the battery is fine, the screen is not. " * 8)
+        if self.fast is not None:
+            self.fast.warm_up(min(self.max_length, self.WARM_UP_MAX_LENGTH))
 
     def predict(self, text: str) -> Prediction:
         if not isinstance(text, str) or not text.strip():

@@ -107,6 +107,31 @@ def test_fast_path_equals_plain_fp32_eager(minilm):
     print(f"max |fast - eager| attention over {len(texts)} reviews: {worst:.2e}")
 
 
+def test_warm_up_builds_every_row_shape_a_prediction_can_meet(tiny, monkeypatch):
+    """After Predictor.warm_up, no review of any length up to max_length brings a matmul
+    row count that warm-up did not already run (so oneDNN builds nothing new later: the
+    app server's memory is steady from its first prediction)."""
+    if not tiny.fast.packed:
+        pytest.skip("no oneDNN packed weights on this CPU")
+    p = Predictor(tiny.model, tiny.tokenizer, FIVE, max_length=64)
+    seen: list[set] = [set()]
+    real = torch.ops.mkldnn._linear_pointwise
+
+    def spy(x, *args):
+        seen[-1].add(int(x.shape[0]))
+        return real(x, *args)
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", spy)
+    p.warm_up()
+    warmed = seen[-1]
+    seen.append(set())
+    words = (" ".join(REVIEWS) + " ") * 4
+    for k in range(1, 90, 2):
+        p.predict(" ".join(words.split()[:k]))
+    assert max(p.predict(words).n_tokens, 0) == 64                    # up to max_length
+    assert seen[-1] and seen[-1] <= warmed, sorted(seen[-1] - warmed)
+    assert warmed == {1, *p.fast.row_shapes(64)}
+
+
 def test_fast_path_pads_matmul_rows_to_a_few_shapes(tiny, monkeypatch):
     """oneDNN keeps a primitive per row count for good: the fast path's matmuls see
     only multiples of ROW_BUCKET (or one row, [CLS] in the last layer), whatever the
