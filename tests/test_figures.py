@@ -86,6 +86,33 @@ def test_token_axes_skip_per_label_measuring():
     assert len(colors) == T and all(isinstance(c, str) and c.startswith("rgb") for c in colors)
 
 
+def _long_pred(T=130, L=6, H=3, seed=1):
+    rng = np.random.default_rng(seed)
+    att = rng.random((L, H, T, T)).astype(np.float32)
+    att /= att.sum(-1, keepdims=True)
+    toks = ["[CLS]"] + [f"w{i}" for i in range(T - 2)] + ["[SEP]"]
+    return SimpleNamespace(tokens=toks, word_ids=[None] + list(range(T - 2)) + [None],
+                           words=toks[1:-1], attentions=att)
+
+
+def test_unchecked_figures_pass_validation_and_give_the_validated_json():
+    """The Predict page's figures skip Plotly's validation (F.unchecked_figure) for speed.
+    Validating them afterwards must neither fail (no misspelt property slipped through)
+    nor change a byte of what Streamlit sends to plotly.js."""
+    import plotly.io as pio
+    p = _long_pred()
+    figs = {"cls": F.cls_heatmap(A.cls_view(p), wrap=48),
+            "cls_one_block": F.cls_heatmap(A.cls_view(p, level="word")),
+            "heads": F.heads_figure(A.heads_view(p, 2), 2),
+            "bars": F.head_bars(A.heads_view(p, 2), 2, 1),
+            "probs": F.probs_bar(["1", "2", "3", "4", "5"], [0.1, 0.2, 0.3, 0.25, 0.15], 2, 3)}
+    for name, fig in figs.items():
+        validated = go.Figure(fig.to_dict())            # raises on any invalid property
+        got = json.loads(pio.to_json(fig, validate=False))
+        want = json.loads(pio.to_json(validated, validate=False))
+        assert got == want, name
+
+
 def test_highlight_html_escapes_the_review():
     text = 'Nice <img src=x onerror=alert(1)> & "cheap"'
     spans = [(0, 4), (5, 9), (10, 15)]
