@@ -3,8 +3,13 @@
 - app: ``streamlit run app.py`` on the demo checkpoint (bench/load.app_server),
   driven by one real websocket session (bench/st_session.py) through 100
   predictions of mixed length (short, 128, 256 tokens). The server's VmHWM (peak)
-  and VmRSS are read from /proc after the 10th and the 100th prediction: the
-  peak, and the growth between them (a leak would show there).
+  and VmRSS are read from /proc after the 1st prediction and every 5th from the
+  10th: the peak, and the growth from the 10th to the last (a leak would show
+  there). RSS moves by several MB from one reading to the next as glibc maps and
+  unmaps big blocks, so the growth is read as the trend of the least-squares line
+  through the readings from the 10th on (its slope times the predictions between),
+  with the readings' scatter around that line (``rss_scatter_mb``) as the noise; the
+  plain difference of the two end readings is reported as well.
 - train: ``python -m reviewbert train`` on real data, batch size 16, max length
   256, reviews of at least 300 tokens (so every batch is a full 16 x 256), on the
   CPU; stopped (SIGINT: it finishes the step and saves last/) once ``--steps``
@@ -15,7 +20,7 @@
 train and eval run under tests/peak_rss.py, which reports the process's own
 VmHWM (ru_maxrss would carry a forking parent's peak into the child).
 Targets: app <= 1024 MB, train <= 4096 MB, eval <= 1536 MB, growth from the 10th
-to the 100th prediction <= 8 MB. The last stdout line is JSON:
+to the 100th prediction (the trend) <= 8 MB. The last stdout line is JSON:
 
     python bench/memory.py [--predictions 100] [--steps 6] [--only app,train,eval]
 """
@@ -31,6 +36,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -62,18 +69,32 @@ def app(ckpt: Path, tmp: Path, n: int, say) -> dict:
             res = s.predict(text)
             if res.label is None or res.errors:
                 raise SystemExit(f"prediction {i} failed: {res.errors or 'no prediction card'}")
-            if i in (1, 10, n) or i % 25 == 0:
+            if i in (1, 10, n) or (i > 10 and i % 5 == 0):
                 marks[i] = mem_mb(pid)
-                say(f"app after prediction {i}: RSS {marks[i]['rss_mb']} MB, "
-                    f"peak {marks[i]['hwm_mb']} MB")
+                if i in (1, 10, n) or i % 25 == 0:
+                    say(f"app after prediction {i}: RSS {marks[i]['rss_mb']} MB, "
+                        f"peak {marks[i]['hwm_mb']} MB")
         loads = model_cache(srv.url)
     first, last = marks[min(10, n)], marks[n]
+    trend, scatter = rss_trend({k: v["rss_mb"] for k, v in marks.items() if k >= min(10, n)})
     return {"peak_mb": last["hwm_mb"], "rss_start_mb": start["rss_mb"],
             "rss_after_10_mb": first["rss_mb"], "rss_after_last_mb": last["rss_mb"],
-            "growth_10_to_100_mb": round(last["rss_mb"] - first["rss_mb"], 1),
+            "growth_10_to_100_mb": trend, "rss_scatter_mb": scatter,
+            "end_difference_10_to_100_mb": round(last["rss_mb"] - first["rss_mb"], 1),
             "peak_growth_10_to_100_mb": round(last["hwm_mb"] - first["hwm_mb"], 1),
             "predictions": n, "model_loads": loads["loads"],
             "rss_by_prediction": {str(k): v["rss_mb"] for k, v in sorted(marks.items())}}
+
+
+def rss_trend(rss_by_prediction: dict[int, float]) -> tuple[float, float]:
+    """(growth over the readings' span by their least-squares line, scatter of the
+    readings around it: the standard deviation of the residuals), in MB."""
+    x = np.array(sorted(rss_by_prediction), dtype=float)
+    y = np.array([rss_by_prediction[int(k)] for k in x])
+    if len(x) < 3:
+        return round(float(y[-1] - y[0]), 1), 0.0
+    slope, icept = np.polyfit(x, y, 1)
+    return round(float(slope * (x[-1] - x[0])), 1), round(float(np.std(y - (slope * x + icept))), 1)
 
 
 def under_peak_rss(out_json: Path, args: list[str], **kw) -> subprocess.Popen:
