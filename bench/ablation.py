@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -48,37 +49,50 @@ BASELINE = "undersample:128"
 CLOCK = "ablation_seconds.json"     # the row's training seconds so far, across restarts
 
 
+def children_cpu() -> float:
+    """CPU seconds of every finished, waited-for descendant (the trainer under bash)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def finished(run: Path) -> bool:
     return (read_status(run) or {}).get("state") == "finished"
 
 
-def seconds_so_far(run: Path) -> float:
+def clock(run: Path) -> dict:
+    """{"seconds": wall, "cpu_seconds": CPU or None where a restart did not record it}."""
     try:
-        return float(json.loads((run / CLOCK).read_text())["seconds"])
-    except (OSError, ValueError, KeyError):
-        return 0.0
+        c = json.loads((run / CLOCK).read_text())
+        return {"seconds": float(c["seconds"]), "cpu_seconds": c.get("cpu_seconds")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {"seconds": 0.0, "cpu_seconds": 0.0}
 
 
 def train_row(run: Path, balance: str, max_length: int) -> None:
     """scripts/train-demo.sh with this row's settings (TRAIN_ONLY: no export, no card)."""
     env = {**os.environ, "RUN": str(run), "BALANCE": balance, "MAXLEN": str(max_length),
            "EPOCHS": str(EPOCHS[balance]), "TRAIN_ONLY": "1"}
-    before, t0 = seconds_so_far(run), time.perf_counter()
+    before, t0, cpu0 = clock(run), time.perf_counter(), children_cpu()
     try:
         subprocess.run(["bash", str(ROOT / "scripts" / "train-demo.sh")], env=env, check=True)
     finally:
         if run.exists():
-            atomic_write_json(run / CLOCK, {"seconds": before + time.perf_counter() - t0})
+            # a row started before cpu_seconds was kept has none for that part: None
+            cpu = before["cpu_seconds"]
+            atomic_write_json(run / CLOCK, {
+                "seconds": before["seconds"] + time.perf_counter() - t0,
+                "cpu_seconds": None if cpu is None else cpu + children_cpu() - cpu0})
 
 
 def figures(run: Path) -> dict:
     meta = json.loads((run / "best" / "reviewbert.json").read_text())
-    best = meta["best"]
+    best, c = meta["best"], clock(run)
     pick = ("accuracy", "relaxed_accuracy", "auc")
     return {"best_epoch": best["epoch"], "train_reviews": meta["split_sizes"]["train"],
             "test": {k: best["test"][k] for k in pick},
             "validation": {k: best["validation"][k] for k in pick},
-            "minutes": round(seconds_so_far(run) / 60, 1)}
+            "minutes": round(c["seconds"] / 60, 1),
+            "cpu_minutes": None if c["cpu_seconds"] is None else round(c["cpu_seconds"] / 60, 1)}
 
 
 def main(argv=None) -> int:
