@@ -100,6 +100,15 @@ def _json_for_script(obj) -> str:
             .replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
 
 
+def _int_array_json(a: np.ndarray) -> str:
+    """A nested JSON list of integers (digits, commas and brackets only, so nothing to
+    escape in a <script>). orjson: ``json.dumps`` of the 166,000 weights of a 48-token
+    6 x 12 view was 40 ms, a tenth of the Predict page's time (py-spy on the server)."""
+    import orjson
+    return orjson.dumps(np.ascontiguousarray(a, dtype=np.int64),
+                        option=orjson.OPT_SERIALIZE_NUMPY).decode("ascii")
+
+
 def head_view_html(pred, layer: int = 0, heads: list[int] | None = None,
                    max_tokens: int = MAX_TOKENS, min_weight: float = MIN_LINE_WEIGHT,
                    start: int | None = None) -> str:
@@ -125,7 +134,7 @@ def head_view_html(pred, layer: int = 0, heads: list[int] | None = None,
               "heads": [int(h) for h in heads] if heads else None,
               "include_layers": list(range(n_layers))}
     params_js = _json_for_script(params).replace(
-        '"__ATTN__"', "rbMilli(" + json.dumps(milli.tolist(), separators=(",", ":")) + ")")
+        '"__ATTN__"', "rbMilli(" + _int_array_json(milli) + ")")
     js = _REQUIRE_CONFIG.sub("", _bertviz_js(), count=1)
     js = _BLOCK_COMMENT.sub("", js, count=1)
     js = js.replace("PYTHON_PARAMS", params_js)

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import pytest
 
 from reviewbert import attention as A
+from reviewbert import explain_figures as XF
 from reviewbert import figures as F
 from reviewbert.examples import EXAMPLES_FILE, builtin_examples, sample
 from reviewbert.headview import VENDOR, VENDOR_FILES, head_view_html
@@ -105,7 +106,9 @@ def test_unchecked_figures_pass_validation_and_give_the_validated_json():
             "cls_one_block": F.cls_heatmap(A.cls_view(p, level="word")),
             "heads": F.heads_figure(A.heads_view(p, 2), 2),
             "bars": F.head_bars(A.heads_view(p, 2), 2, 1),
-            "probs": F.probs_bar(["1", "2", "3", "4", "5"], [0.1, 0.2, 0.3, 0.25, 0.15], 2, 3)}
+            "probs": F.probs_bar(["1", "2", "3", "4", "5"], [0.1, 0.2, 0.3, 0.25, 0.15], 2, 3),
+            "agreement": XF.agreement_heatmap(["raw", "rollout", "IG"],
+                                              [[1, 0.5, np.nan], [0.5, 1, -0.2], [np.nan, -0.2, 1]])}
     for name, fig in figs.items():
         validated = go.Figure(fig.to_dict())            # raises on any invalid property
         got = json.loads(pio.to_json(fig, validate=False))
@@ -140,6 +143,15 @@ def test_head_view_is_offline_and_inlines_the_vendored_libs():
     assert "d3 version" in html and "requirejs(['jquery', 'd3']" in html
     assert html.count("<script>alert(1)</script>") == 0                # token is data
     assert "\\u003c/script\\u003e" in html
+
+
+def test_head_view_weights_are_the_attention_in_thousandths():
+    p = _long_pred(T=40, L=3, H=2)
+    html = head_view_html(p, layer=0)
+    arg = re.search(r"rbMilli\((\[.*?\]\]\]\])\)", html).group(1)
+    want = np.rint(p.attentions * 1000).astype(int)
+    assert np.array_equal(np.array(json.loads(arg)), want)
+    assert arg == json.dumps(want.tolist(), separators=(",", ":"))     # byte for byte
 
 
 def test_vendored_js_has_licenses():
