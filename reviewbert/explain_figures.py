@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import get_colorscale
 from plotly.subplots import make_subplots
 
-from .figures import FAST_TICKS, _chunks, figure_width
+from .figures import FAST_TICKS, _chunks, figure_width, unchecked_figure
 
 # Same colours as figures.highlight_html: rgb (for) and rgb_neg (against).
+RDBU = get_colorscale("RdBu")      # the agreement matrix's scale (reversed there)
 DIVERGING = [[0.0, "rgb(45,108,223)"], [0.5, "rgb(255,255,255)"], [1.0, "rgb(255,170,0)"]]
 METHOD_COLORS = {"raw_attention": "#e8871e", "rollout": "#2a9d5c", "value_norm": "#9b59b6",
                  "grad_x_input": "#d62728", "integrated_gradients": "#2d6cdf",
@@ -78,16 +80,16 @@ def agreement_heatmap(labels: list[str], rho) -> go.Figure:
     """The Spearman rank correlation of every pair of methods, numbers written in."""
     rho = np.asarray(rho, dtype=np.float64)
     text = [["n/a" if not np.isfinite(v) else f"{v:.2f}" for v in row] for row in rho]
-    fig = go.Figure(go.Heatmap(
-        z=np.where(np.isfinite(rho), rho, np.nan), x=labels, y=labels, text=text,
-        texttemplate="%{text}", zmin=-1, zmax=1, colorscale="RdBu", reversescale=True,
-        xgap=2, ygap=2, colorbar=dict(title="ρ", thickness=12),
-        hovertemplate="%{y} vs %{x}<br>Spearman ρ = %{text}<extra></extra>"))
-    fig.update_layout(title="Do the methods rank the words alike? (Spearman ρ)",
-                      height=120 + 52 * len(labels), margin=dict(l=170, r=20, t=50, b=120),
-                      xaxis=dict(tickangle=-30, **FAST_TICKS),
-                      yaxis=dict(autorange="reversed", **FAST_TICKS))
-    return fig
+    # Drawn on every prediction: built unchecked (see figures.unchecked_figure).
+    heat = dict(type="heatmap", z=np.where(np.isfinite(rho), rho, np.nan), x=labels, y=labels,
+                text=text, texttemplate="%{text}", zmin=-1, zmax=1, colorscale=RDBU,
+                reversescale=True, xgap=2, ygap=2,
+                colorbar=dict(title=dict(text="ρ"), thickness=12),
+                hovertemplate="%{y} vs %{x}<br>Spearman ρ = %{text}<extra></extra>")
+    return unchecked_figure([heat], dict(
+        title=dict(text="Do the methods rank the words alike? (Spearman ρ)"),
+        height=120 + 52 * len(labels), margin=dict(l=170, r=20, t=50, b=120),
+        xaxis=dict(tickangle=-30, **FAST_TICKS), yaxis=dict(autorange="reversed", **FAST_TICKS)))
 
 
 def _err(stats) -> dict:
