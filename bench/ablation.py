@@ -23,7 +23,8 @@ A finished row is not trained again: its figures are read back from its run
 folder, so the script can be stopped and started again (a stopped row resumes
 from its last checkpoint, and its minutes add up). The last stdout line is JSON:
 every row, and each row's accuracy gain in points over ``undersample:128``
-(the recipe of the shipped demo) when that row is there.
+(the recipe of the shipped demo) when that row is there; it is also written to
+``OUT/ablation.json``, which ``scripts/train-demo.sh`` puts in the model card.
 """
 from __future__ import annotations
 
@@ -118,7 +119,9 @@ def main(argv=None) -> int:
         base = results[BASELINE]["test"]["accuracy"]
         for r in results.values():
             r["accuracy_gain_points"] = round(100 * (r["test"]["accuracy"] - base), 2)
-    print(json.dumps({"baseline": BASELINE, "rows": results}))
+    payload = {"baseline": BASELINE, "rows": results}
+    atomic_write_json(args.out / "ablation.json", payload)   # the model card's --ablation
+    print(json.dumps(payload))
     return 0
 
 

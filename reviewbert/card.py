@@ -56,8 +56,67 @@ def _confusion_md(cm: list[list[int]], names: list[str]) -> str:
     return "\n".join([head, sep, *rows])
 
 
+def _three_label_md(three: dict) -> list[str]:
+    """The 5-label model read as 3 labels, beside the seed report's 3-label model."""
+    seed = SEED_TABLE1[3]
+    return [
+        "### The 3-label view of this 5-label model",
+        "",
+        "Its probabilities merged into {1, 2}, {3} and {4, 5} stars (`metrics.three_label_view`), "
+        "on the same test split. The seed report trained a separate 3-label bert-base on its own "
+        "split; here no second checkpoint is trained.",
+        "",
+        "| metric | merged 5-label model | seed report, 3 labels (bert-base, its own split) |",
+        "|---|---|---|",
+        f"| % correct (3 classes) | **{_pct(three.get('accuracy'))}** | {_pct(seed['accuracy'])} |",
+        f"| macro AUC-ROC (3 classes) | **{_num(three.get('auc'))}** | {_num(seed['auc'])} |",
+        "",
+        "The merged test split is not balanced over 3 classes (the neutral class holds one star "
+        "of five), so its % correct weighs the negative and positive classes twice as much as a "
+        "balanced 3-label split would.",
+        "",
+    ]
+
+
+def _ablation_md(ablation: dict) -> list[str]:
+    """bench/ablation.py's rows: how training uses the classes x the max length."""
+    rows = ablation.get("rows") or {}
+    if not rows:
+        return []
+    out = [
+        "## Ablation: which reviews to train on, how much of each to read",
+        "",
+        "`python bench/ablation.py`: this card's recipe with `--class-balance` and "
+        "`--max-length` varied, one seed each. Validation and test are the same balanced "
+        "reviews in every row; each row's figures are its best epoch by validation accuracy, "
+        "on the test split. `undersample`: 3 epochs over the same balanced 7,375 reviews; "
+        "`resample`: 3 epochs, each a fresh balanced draw from all the training reviews; "
+        "`weighted`: 1 epoch over all of them with a class-weighted loss.",
+        "",
+        "| class balance | max length | train reviews | epochs (best) | % correct | relaxed % correct "
+        "| AUC-ROC | minutes (wall) | CPU minutes |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows.values():
+        t = r["test"]
+        cpu = r.get("cpu_minutes")
+        out.append(f"| {r['class_balance']} | {r['max_length']} | {r['train_reviews']:,} | "
+                   f"{r['epochs']} ({r['best_epoch']}) | {_pct(t['accuracy'])} | "
+                   f"{_pct(t['relaxed_accuracy'])} | {_num(t['auc'])} | {r['minutes']} | "
+                   f"{'–' if cpu is None else cpu} |")
+    out += [
+        "",
+        "Minutes are wall-clock on the 2-core CPU, evaluation of the splits after each epoch "
+        "included. A row that shared the machine with other work has inflated wall minutes; "
+        "CPU minutes (both cores together, where recorded) divided by 2 estimate its time alone.",
+        "",
+    ]
+    return out
+
+
 def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None,
-                generalisation: dict | None = None, command: str = "make demo-checkpoint") -> str:
+                generalisation: dict | None = None, command: str = "make demo-checkpoint",
+                ablation: dict | None = None) -> str:
     info = checkpoint_info(ckpt)
     meta, hp = info.meta, info.meta.get("hyperparameters", {})
     k = info.scheme.num_labels
@@ -141,6 +200,10 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         _confusion_md(evaluation["confusion_matrix"], names),
         "",
     ]
+    if evaluation.get("three_label"):
+        lines += _three_label_md(evaluation["three_label"])
+    if ablation:
+        lines += _ablation_md(ablation)
     if generalisation:
         g = generalisation
         lines += [
@@ -157,6 +220,8 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
             "",
         ]
     payload = {"evaluation": evaluation, "baseline": baseline, "generalisation": generalisation}
+    if ablation:
+        payload["ablation"] = ablation
     lines += ["<!-- " + CARD_TAG, json.dumps(payload, indent=1, default=str), "-->", ""]
     return "\n".join(lines)
 
@@ -179,10 +244,12 @@ def main(argv=None) -> int:
     ap.add_argument("--evaluation", required=True, help="output of `evaluate --json`")
     ap.add_argument("--baseline", help="output of bench/tfidf_baseline.py")
     ap.add_argument("--generalisation", help="output of bench/generalisation.py")
+    ap.add_argument("--ablation", help="output of bench/ablation.py")
     a = ap.parse_args(argv)
     out = write_card(a.checkpoint, _last_json_line(a.evaluation),
                      _last_json_line(a.baseline) if a.baseline else None,
-                     _last_json_line(a.generalisation) if a.generalisation else None)
+                     _last_json_line(a.generalisation) if a.generalisation else None,
+                     ablation=_last_json_line(a.ablation) if a.ablation else None)
     print(out)
     return 0
 

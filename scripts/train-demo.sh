@@ -50,6 +50,8 @@ mkdir -p "$WORK"
 $PY -m reviewbert evaluate --checkpoint "$OUT" "${ALL_FLAGS[@]}" --split test --precision fp32 --json | tail -n 1 > "$WORK/evaluation.json"
 $PY bench/tfidf_baseline.py --checkpoint "$OUT" --data-dir "$DATA" | tail -n 1 > "$WORK/tfidf.json"
 card=(--checkpoint "$OUT" --evaluation "$WORK/evaluation.json" --baseline "$WORK/tfidf.json")
+ABLATION="${ABLATION:-checkpoints/runs/ablation/ablation.json}"   # bench/ablation.py's table
+[ -f "$ABLATION" ] && card+=(--ablation "$ABLATION")
 
 if [ "$LABELS" = 5 ] && [ "$HOLDOUT" = 1 ]; then
     HRUN="checkpoints/runs/demo-holdout"
