@@ -24,10 +24,10 @@ ABLATION = {"baseline": "undersample:128", "rows": {
 }}
 
 
-def _card(tmp_path, tiny_model_dir, **kw):
+def _card(tmp_path, tiny_model_dir, evaluation=EVALUATION, **kw):
     ckpt = tmp_path / "demo"
     shutil.copytree(tiny_model_dir, ckpt)
-    out = card.write_card(ckpt, EVALUATION, **kw)
+    out = card.write_card(ckpt, evaluation, **kw)
     return out.read_text(encoding="utf-8"), out
 
 
@@ -49,8 +49,6 @@ def test_ablation_table_has_one_row_per_run_with_its_measured_figures(tmp_path, 
 
 
 def test_without_ablation_or_three_label_the_card_has_neither_section(tmp_path, tiny_model_dir):
-    ckpt = tmp_path / "demo"
-    shutil.copytree(tiny_model_dir, ckpt)
     evaluation = {k: v for k, v in EVALUATION.items() if k != "three_label"}
-    text = card.write_card(ckpt, evaluation).read_text(encoding="utf-8")
+    text, _ = _card(tmp_path, tiny_model_dir, evaluation)
     assert "## Ablation" not in text and "3-label view" not in text

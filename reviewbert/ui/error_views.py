@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,7 +59,7 @@ EXPECTED_RATE = 150   # reviews/s shown before the first evaluation (2-core CPU,
 @dataclass
 class Choice:
     """The reviews chosen for evaluation."""
-    reviews: list                 # objects with .text, .stars, .source
+    reviews: Sequence             # objects with .text, .stars, .source
     source: dict                  # description (analysis.sources)
     key: str                      # identifies checkpoint + reviews in session state
 
