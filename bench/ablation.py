@@ -21,16 +21,21 @@ slow each other.
 
 A finished row is not trained again: its figures are read back from its run
 folder, so the script can be stopped and started again (a stopped row resumes
-from its last checkpoint, and its minutes add up). The last stdout line is JSON:
-every row, and each row's accuracy gain in points over ``undersample:128``
-(the recipe of the shipped demo) when that row is there; it is also written to
-``OUT/ablation.json``, which ``scripts/train-demo.sh`` puts in the model card.
+from its last checkpoint, and its minutes add up). Each finished row is also kept
+in ``bench/results/ablation.json`` (committed, with the machine, the precision and
+the date it was measured on), and a row found there is not trained again either:
+run folders are not committed, and hours of CPU should not be lost with them
+(``--retrain`` trains every named row anew). The last stdout line is JSON: every
+row, and each row's accuracy gain in points over ``undersample:128`` when that row
+is there; it is also written to ``OUT/ablation.json``, which
+``scripts/train-demo.sh`` puts in the model card.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import platform
 import resource
 import subprocess
 import sys
@@ -40,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from reviewbert.evaluate import cpu_bf16_units  # noqa: E402
 from reviewbert.model import atomic_write_json  # noqa: E402
 from reviewbert.runs import read_status  # noqa: E402
 
@@ -48,6 +54,28 @@ ROWS = ("undersample:128", "resample:128", "weighted:128",
 EPOCHS = {"undersample": 3, "resample": 3, "weighted": 1}
 BASELINE = "undersample:128"
 CLOCK = "ablation_seconds.json"     # the row's training seconds so far, across restarts
+RESULTS = ROOT / "bench" / "results" / "ablation.json"   # every row measured so far (committed)
+
+
+def machine() -> str:
+    """This CPU in words: model, cores, and its bf16 units (they decide bf16's speed)."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    units = ", ".join(cpu_bf16_units()) or "no bf16 units"
+    return f"{os.cpu_count()}-core {model} ({units})"
+
+
+def kept_rows(path: Path = RESULTS) -> dict:
+    try:
+        return json.loads(path.read_text()).get("rows", {})
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 def children_cpu() -> float:
@@ -90,6 +118,8 @@ def figures(run: Path) -> dict:
     best, c = meta["best"], clock(run)
     pick = ("accuracy", "relaxed_accuracy", "auc")
     return {"best_epoch": best["epoch"], "train_reviews": meta["split_sizes"]["train"],
+            "precision": meta["hyperparameters"].get("mixed_precision", "no"),
+            "machine": machine(), "measured": time.strftime("%Y-%m-%d"),
             "test": {k: best["test"][k] for k in pick},
             "validation": {k: best["validation"][k] for k in pick},
             "minutes": round(c["seconds"] / 60, 1),
@@ -100,18 +130,26 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", nargs="+", default=list(ROWS), metavar="BALANCE:MAXLEN")
     ap.add_argument("--out", type=Path, default=ROOT / "checkpoints" / "runs" / "ablation")
+    ap.add_argument("--retrain", action="store_true",
+                    help=f"train the rows again even where {RESULTS.relative_to(ROOT)} has them")
     args = ap.parse_args(argv)
-    results = {}
+    results, kept = {}, kept_rows()
     for row in args.rows:
         balance, _, length = row.partition(":")
         if balance not in EPOCHS or not length.isdigit():
             ap.error(f"a row is BALANCE:MAXLEN with BALANCE one of {sorted(EPOCHS)}: {row!r}")
         run = args.out / f"{balance}-{length}"
-        if not finished(run):
-            print(f"== {row}: training in {run}", flush=True)
-            train_row(run, balance, int(length))
-        results[row] = {"class_balance": balance, "max_length": int(length),
-                        "epochs": EPOCHS[balance], **figures(run)}
+        if row in kept and not args.retrain:
+            results[row] = kept[row]
+        else:
+            if not finished(run):
+                print(f"== {row}: training in {run}", flush=True)
+                train_row(run, balance, int(length))
+            results[row] = {"class_balance": balance, "max_length": int(length),
+                            "epochs": EPOCHS[balance], **figures(run)}
+            kept[row] = results[row]
+            RESULTS.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(RESULTS, {"rows": kept})
         r = results[row]
         print(f"{row:16s} {r['test']['accuracy']:.1%} correct, {r['test']['relaxed_accuracy']:.1%} "
               f"relaxed, AUC {r['test']['auc']:.3f}, {r['minutes']} min", flush=True)

@@ -94,21 +94,30 @@ def _ablation_md(ablation: dict) -> list[str]:
         "`weighted`: 1 epoch over all of them with a class-weighted loss.",
         "",
         "| class balance | max length | train reviews | epochs (best) | % correct | relaxed % correct "
-        "| AUC-ROC | minutes (wall) | CPU minutes |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| AUC-ROC | minutes (wall) | CPU minutes | measured on |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows.values():
         t = r["test"]
         cpu = r.get("cpu_minutes")
+        best = "?" if r.get("best_epoch") is None else r["best_epoch"]
+        where = ", ".join(x for x in (r.get("measured"), r.get("machine"),
+                                      "bf16 autocast" if r.get("precision") == "bf16" else "fp32")
+                          if x)
         out.append(f"| {r['class_balance']} | {r['max_length']} | {r['train_reviews']:,} | "
-                   f"{r['epochs']} ({r['best_epoch']}) | {_pct(t['accuracy'])} | "
-                   f"{_pct(t['relaxed_accuracy'])} | {_num(t['auc'])} | {r['minutes']} | "
-                   f"{'–' if cpu is None else cpu} |")
+                   f"{r['epochs']} ({best}) | {_pct(t['accuracy'])} | "
+                   f"{_pct(t['relaxed_accuracy'])} | {_num(t['auc'])} | {r['minutes']}"
+                   f"{' (shared)' if r.get('shared_machine') else ''} | "
+                   f"{'–' if cpu is None else cpu} | {where} |")
+    notes = sorted({r["note"] for r in rows.values() if r.get("note")})
     out += [
         "",
-        "Minutes are wall-clock on the 2-core CPU, evaluation of the splits after each epoch "
-        "included. A row that shared the machine with other work has inflated wall minutes; "
-        "CPU minutes (both cores together, where recorded) divided by 2 estimate its time alone.",
+        "Minutes are wall-clock on a 2-core CPU, evaluation of the splits after each epoch "
+        "included; rows measured on different machines or precisions compare in accuracy, "
+        "not in minutes. A row that shared the machine with other work has inflated wall "
+        "minutes, marked (shared); CPU minutes (both cores together, where recorded) divided "
+        "by 2 estimate its time alone.",
+        *[f"\n{n[0].upper()}{n[1:]}." for n in notes],
         "",
     ]
     return out
@@ -166,9 +175,10 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         "| hyperparameter | value |",
         "|---|---|",
         *[f"| `{key}` | {hp[key]} |" for key in (
-            "labels", "max_length", "epochs", "batch_size", "lr_bert", "lr_classifier",
-            "layer_lr_decay", "weight_decay", "lr_decay", "lr_step_epochs", "warmup_ratio",
-            "max_grad_norm", "prepend_title", "min_tokens", "seed") if key in hp],
+            "labels", "max_length", "class_balance", "epochs", "batch_size", "lr_bert",
+            "lr_classifier", "layer_lr_decay", "weight_decay", "lr_decay", "lr_step_epochs",
+            "warmup_ratio", "max_grad_norm", "ordinal_sigma", "mixed_precision",
+            "prepend_title", "min_tokens", "seed") if key in hp],
         f"| best epoch (by validation accuracy) | {(meta.get('best') or {}).get('epoch', '?')} |",
         "",
         f"Reproduce with `{command}` (about 25 minutes on an idle 2-core CPU).",

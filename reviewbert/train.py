@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-from . import __version__
+from . import __version__, losses
 from .data import CLASS_BALANCE, ClassUse
 from .evaluate import (EncodedDataset, PadCollator, cpu_bf16_units, encode_texts, eval_loader,
                        predict_probs)
@@ -148,6 +148,10 @@ class TrainConfig:
         "linear warm-up over this fraction of all steps (0 = none, as in the seed)", "advanced"))
     max_grad_norm: float = field(default=1.0, metadata=_h(
         "gradient clipping norm (0 = off)", "advanced"))
+    ordinal_sigma: float = field(default=0.0, metadata=_h(
+        "ordinal soft labels (SORD): train on targets q_k ∝ exp(-(k-y)²/(2σ²)) instead of "
+        "one-hot, so a 4-star guess for a 5-star review costs less than a 1-star guess; "
+        "σ in classes, 0 = hard labels (plain cross-entropy)", "advanced"))
     seed: int = field(default=42, metadata=_h(
         "seed for initialisation, shuffling and dropout", "advanced"))
     # --- speed / bookkeeping ---
@@ -264,6 +268,7 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "layer_lr_decay": (lambda v: _is_num(v) and 0 < v <= 1, "must be in (0, 1]"),
     "warmup_ratio": (lambda v: _is_num(v) and 0 <= v < 1, "must be in [0, 1)"),
     "max_grad_norm": (lambda v: _is_num(v) and v >= 0, "must be >= 0 (0 = off)"),
+    "ordinal_sigma": (lambda v: _is_num(v) and 0 <= v <= 10, "must be in [0, 10] (0 = off)"),
     "seed": (_is_int, "must be an integer"),
     "eval_batch_size": (lambda v: _is_int(v) and v >= 1, "must be an integer >= 1"),
     "train_eval_max": (lambda v: _is_int(v) and v >= 0, "must be an integer >= 0 (0 = all)"),
@@ -923,7 +928,7 @@ class _Run:
     optimizer: Any
     sampler: LengthGroupedSampler
     class_use: ClassUse       # how the training split's classes are used (class_balance)
-    loss_fn: torch.nn.Module  # cross-entropy, class-weighted for class_balance="weighted"
+    loss_fn: torch.nn.Module  # losses.class_loss: weighted for "weighted", soft for ordinal_sigma
     train_dl: Any
     steps_per_epoch: int
     total_steps: int
@@ -1051,7 +1056,8 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
                tokenizer=tokenizer, datasets=datasets, eval_dls=eval_dls, data_cfg=data_cfg,
                report=report, old_meta=old_meta, model=model,
                unwrapped=unwrapped, optimizer=optimizer, sampler=sampler,
-               class_use=class_use, loss_fn=class_loss(class_use, accelerator.device),
+               class_use=class_use, loss_fn=losses.class_loss(
+                   scheme.num_labels, class_use.weights, cfg.ordinal_sigma, accelerator.device),
                train_dl=train_dl, steps_per_epoch=len(train_dl),
                total_steps=len(train_dl) * cfg.epochs, device_desc=device_desc,
                epochs_done=state["epochs_done"] if state else 0,
@@ -1203,14 +1209,6 @@ def stop_requested(run: _Run) -> bool:
     # every process must stop at the same step, or DDP would wait forever
     t = torch.tensor([1.0 if flag else 0.0], device=run.accelerator.device)
     return run.accelerator.reduce(t, reduction="max").item() > 0
-
-
-def class_loss(use: ClassUse, device) -> torch.nn.Module:
-    """The training loss: cross-entropy, weighted per class for class_balance="weighted"
-    (PyTorch's weighted mean: sum of w[y] * loss over the batch / sum of w[y])."""
-    weight = None if use.weights is None else torch.tensor(use.weights, dtype=torch.float32,
-                                                          device=device)
-    return torch.nn.CrossEntropyLoss(weight=weight)
 
 
 def training_loss(run: _Run, batch: dict) -> torch.Tensor:

@@ -16,10 +16,12 @@ EVALUATION = {
 ABLATION = {"baseline": "undersample:128", "rows": {
     "undersample:128": {"class_balance": "undersample", "max_length": 128, "epochs": 3,
                         "best_epoch": 3, "train_reviews": 7375, "minutes": 24.0,
-                        "cpu_minutes": 46.5,
+                        "cpu_minutes": 46.5, "precision": "bf16", "measured": "2026-11-24",
+                        "machine": "2-core AMD EPYC (avx512_bf16)",
                         "test": {"accuracy": 0.536, "relaxed_accuracy": 0.929, "auc": 0.854}},
     "resample:256": {"class_balance": "resample", "max_length": 256, "epochs": 3,
-                     "best_epoch": 2, "train_reviews": 7375, "minutes": 56.7, "cpu_minutes": None,
+                     "best_epoch": None, "train_reviews": 7375, "minutes": 56.7, "cpu_minutes": None,
+                     "precision": "no", "note": "its run folder was not kept", "shared_machine": True,
                      "test": {"accuracy": 0.5563, "relaxed_accuracy": 0.9254, "auc": 0.8611}},
 }}
 
@@ -42,8 +44,10 @@ def test_ablation_table_has_one_row_per_run_with_its_measured_figures(tmp_path, 
     text, out = _card(tmp_path, tiny_model_dir, ablation=ABLATION)
     table = text.split("## Ablation", 1)[1].split("\n\n")[2].splitlines()
     assert len(table) == 2 + 2                                      # header, rule, two rows
-    assert table[2] == "| undersample | 128 | 7,375 | 3 (3) | 53.6 % | 92.9 % | 0.854 | 24.0 | 46.5 |"
-    assert table[3] == "| resample | 256 | 7,375 | 3 (2) | 55.6 % | 92.5 % | 0.861 | 56.7 | – |"
+    assert table[2] == ("| undersample | 128 | 7,375 | 3 (3) | 53.6 % | 92.9 % | 0.854 | 24.0 | 46.5 "
+                        "| 2026-11-24, 2-core AMD EPYC (avx512_bf16), bf16 autocast |")
+    assert table[3] == "| resample | 256 | 7,375 | 3 (?) | 55.6 % | 92.5 % | 0.861 | 56.7 (shared) | – | fp32 |"
+    assert "\nIts run folder was not kept.\n" in text           # a row's note is printed once
     # and the numbers travel in the card's machine-readable block, as the others do
     assert card.read_card_metrics(out)["ablation"] == json.loads(json.dumps(ABLATION))
 

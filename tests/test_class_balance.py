@@ -23,8 +23,8 @@ from reviewbert.__main__ import _add_config_flags, _read_config
 from reviewbert.data import CLASS_BALANCE, ClassUse, build_splits, class_weights, splits_from_meta
 from reviewbert.labels import FIVE, THREE
 from reviewbert.runs import read_status
-from reviewbert.train import (LengthGroupedSampler, TrainConfig, TrainHooks, balanced_draw,
-                              class_loss, train)
+from reviewbert.losses import class_loss
+from reviewbert.train import LengthGroupedSampler, TrainConfig, TrainHooks, balanced_draw, train
 from toyreviews import cli, toy_rows
 from test_train import one_thread  # noqa: F401 (autouse: one torch thread per test)
 
@@ -198,13 +198,13 @@ def test_class_weights_and_the_weighted_loss_by_hand():
     assert class_weights([1, 3]) == pytest.approx([2.0, 2 / 3])
     assert class_weights([28, 28, 28, 78, 138]) == pytest.approx(
         [300 / (5 * n) for n in (28, 28, 28, 78, 138)])
-    loss_fn = class_loss(ClassUse.of("weighted", [1, 3]), "cpu")
+    loss_fn = class_loss(2, ClassUse.of("weighted", [1, 3]).weights)
     logits = torch.tensor([[0.0, 0.0], [0.0, math.log(3.0)], [math.log(4.0), 0.0]])
     labels = torch.tensor([0, 1, 1])
     # -log p(true): ln 2, ln(4/3), ln 5; weights w0 = 2, w1 = 2/3; mean weighted by w[y]
     by_hand = (2 * math.log(2) + 2 / 3 * math.log(4 / 3) + 2 / 3 * math.log(5)) / (2 + 4 / 3)
     assert loss_fn(logits, labels).item() == pytest.approx(by_hand, rel=1e-6)
-    plain = class_loss(ClassUse.of("resample", [1, 3]), "cpu")
+    plain = class_loss(2, ClassUse.of("resample", [1, 3]).weights)
     assert plain(logits, labels).item() == pytest.approx(
         (math.log(2) + math.log(4 / 3) + math.log(5)) / 3, rel=1e-6)
 

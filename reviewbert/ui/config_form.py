@@ -22,7 +22,7 @@ LABELS = {  # shorter labels than the CLI's flag names, in the seed report's wor
     "min_tokens": "Minimum tokens", "max_per_class": "Cap per class",
     "freeze_encoder": "Frozen encoder", "base_model": "Base model", "seed": "Seed",
     "layer_lr_decay": "Layer-wise LR decay", "warmup_ratio": "Warm-up ratio",
-    "mixed_precision": "Mixed precision",
+    "mixed_precision": "Mixed precision", "ordinal_sigma": "Ordinal soft labels σ",
 }
 
 
