@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -45,7 +44,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reviewbert.evaluate import cpu_bf16_units  # noqa: E402
+from reviewbert.evaluate import cpu_description  # noqa: E402
 from reviewbert.model import atomic_write_json  # noqa: E402
 from reviewbert.runs import read_status  # noqa: E402
 
@@ -55,20 +54,6 @@ EPOCHS = {"undersample": 3, "resample": 3, "weighted": 1}
 BASELINE = "undersample:128"
 CLOCK = "ablation_seconds.json"     # the row's training seconds so far, across restarts
 RESULTS = ROOT / "bench" / "results" / "ablation.json"   # every row measured so far (committed)
-
-
-def machine() -> str:
-    """This CPU in words: model, cores, and its bf16 units (they decide bf16's speed)."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    units = ", ".join(cpu_bf16_units()) or "no bf16 units"
-    return f"{os.cpu_count()}-core {model} ({units})"
 
 
 def kept_rows(path: Path = RESULTS) -> dict:
@@ -119,7 +104,7 @@ def figures(run: Path) -> dict:
     pick = ("accuracy", "relaxed_accuracy", "auc")
     return {"best_epoch": best["epoch"], "train_reviews": meta["split_sizes"]["train"],
             "precision": meta["hyperparameters"].get("mixed_precision", "no"),
-            "machine": machine(), "measured": time.strftime("%Y-%m-%d"),
+            "machine": cpu_description(), "measured": time.strftime("%Y-%m-%d"),
             "test": {k: best["test"][k] for k in pick},
             "validation": {k: best["validation"][k] for k in pick},
             "minutes": round(c["seconds"] / 60, 1),

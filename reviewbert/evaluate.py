@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -71,6 +72,22 @@ def cpu_bf16_units(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, ...]:
             flags.update(line.partition(":")[2].split())
             break  # every core lists the same flags
     return tuple(f for f in BF16_CPU_FLAGS if f in flags)
+
+
+def cpu_description(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """This CPU in words, for reports of how long something took: cores, model and bf16
+    units (they decide bf16's speed), e.g. "2-core AMD EPYC (avx512_bf16)"."""
+    import platform
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path(cpuinfo).read_text(errors="replace").splitlines():
+            if line.startswith("model name"):
+                model = line.partition(":")[2].strip()
+                break
+    except OSError:
+        pass
+    units = ", ".join(cpu_bf16_units(cpuinfo)) or "no bf16 units"
+    return f"{os.cpu_count()}-core {model} ({units})"
 
 
 def resolve_precision(precision: str, device) -> str:

@@ -54,7 +54,8 @@ $PY -m reviewbert export --checkpoint "$RUN" --out "$OUT" --dtype float16
 mkdir -p "$WORK"
 $PY -m reviewbert evaluate --checkpoint "$OUT" "${ALL_FLAGS[@]}" --split test --precision fp32 --json | tail -n 1 > "$WORK/evaluation.json"
 $PY bench/tfidf_baseline.py --checkpoint "$OUT" --data-dir "$DATA" | tail -n 1 > "$WORK/tfidf.json"
-card=(--checkpoint "$OUT" --evaluation "$WORK/evaluation.json" --baseline "$WORK/tfidf.json")
+card=(--checkpoint "$OUT" --evaluation "$WORK/evaluation.json" --baseline "$WORK/tfidf.json"
+      --train-status "$RUN/status.json")
 ABLATION="${ABLATION:-checkpoints/runs/ablation/ablation.json}"   # bench/ablation.py's table
 [ -f "$ABLATION" ] && card+=(--ablation "$ABLATION")
 

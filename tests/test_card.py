@@ -56,3 +56,32 @@ def test_without_ablation_or_three_label_the_card_has_neither_section(tmp_path, 
     evaluation = {k: v for k, v in EVALUATION.items() if k != "three_label"}
     text, _ = _card(tmp_path, tiny_model_dir, evaluation)
     assert "## Ablation" not in text and "3-label view" not in text
+
+
+def test_the_card_says_how_long_training_took_where_and_in_what_precision(tmp_path, tiny_model_dir):
+    training = card.training_time({"train_seconds": 1383.0, "train_cpu_seconds": 2570.0},
+                                  "2-core AMD EPYC (avx512_bf16)", "bf16")
+    assert training == {"minutes": 23.1, "cpu_minutes": 42.8,
+                        "machine": "2-core AMD EPYC (avx512_bf16)", "precision": "bf16"}
+    text, out = _card(tmp_path, tiny_model_dir, training=training)
+    assert ("Training took **23 minutes** on a 2-core AMD EPYC (avx512_bf16) with bf16 "
+            "autocast (43 CPU-minutes). On a CPU without bf16 units") in text
+    assert card.read_card_metrics(out)["training"] == training
+    fp32, _ = _card(tmp_path / "b", tiny_model_dir,
+                    training={**training, "precision": "no", "cpu_minutes": None})
+    assert "2-core AMD EPYC (avx512_bf16) in fp32. The held-out" in fp32
+
+
+def test_the_split_table_says_how_training_used_the_classes():
+    sizes = {"train": 30775, "validation": 1055, "test": 2105}
+    meta = {"class_balance": {"mode": "resample", "train_counts": {
+        "1 star": 5185, "2 stars": 1475, "3 stars": 2393, "4 stars": 5592, "5 stars": 16130},
+        "per_epoch": {n: 1475 for n in ("1 star", "2 stars", "3 stars", "4 stars", "5 stars")}}}
+    lines = card._splits_md(meta, sizes, 5, 42)
+    assert "fresh balanced sample of 1,475 reviews per class" in lines[0]
+    assert ("| train | 30,775 | 1 star: 5,185, 2 stars: 1,475, 3 stars: 2,393, "
+            "4 stars: 5,592, 5 stars: 16,130 |") in lines
+    assert "| test | 2,105 | 421 |" in lines
+    # undersample (or a checkpoint from before the option): balanced everywhere
+    plain = card._splits_md({}, {**sizes, "train": 7375}, 5, 42)
+    assert "| train | 7,375 | 1,475 |" in plain
