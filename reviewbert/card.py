@@ -185,6 +185,7 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
     size_mb = sum(p.stat().st_size for p in Path(info.path).iterdir() if p.is_file()) / 2**20
     base = baseline["test"] if baseline else None
     seed = SEED_TABLE1.get(k, {})
+    splits = _splits_md(meta, sizes, k, hp.get("split_seed", "?"))
 
     lines = [
         "---",
@@ -213,7 +214,8 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         f"All of `../shared/data`: {', '.join(f'`{f}`' for f in files)}. "
         "Exact duplicate texts removed, texts seen with different ratings removed, review titles "
         f"prepended to their text where the file has one ({'on' if hp.get('prepend_title') else 'off'}), "
-        *_splits_md(meta, sizes, k, hp.get("split_seed", "?")),
+        + splits[0],
+        *splits[1:],
         "## Settings",
         "",
         "| hyperparameter | value |",
