@@ -122,6 +122,11 @@ def parse_args():
                     help="smoke test, under a minute on 2 idle cores: 10 reviews per star "
                          "(7 to train), 4 per star to test, one seed, 32 tokens, one thread; "
                          "its numbers mean nothing")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="the training step's precision on every side: fp32, or bf16 autocast "
+                         "(HF Trainer's bf16=True; ReviewBERT's mixed_precision=bf16). "
+                         "Default fp32, so ReviewBERT's own default (auto: bf16 on a CPU with "
+                         "bf16 units) does not race fp32 peers")
     ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                     help="override a TrainConfig default for ReviewBERT, e.g. --set lr_bert=1e-4")
     args = ap.parse_args()
@@ -159,7 +164,7 @@ def main() -> int:
     train_split, test_split = bench_splits(data, scheme, files, args.per_class,
                                            args.test_per_class)
     n_train, n_test = len(train_split), len(test_split)
-    overrides = {}
+    overrides = {"mixed_precision": "bf16" if args.precision == "bf16" else "no"}
     for item in args.set:
         k, v = item.split("=", 1)
         overrides[k] = type(getattr(TrainConfig(), k))(v) if v not in ("True", "False") \
@@ -195,6 +200,7 @@ def main() -> int:
               "baseline_lr_bert": BASELINE_LR_BERT, "baseline_batch": args.baseline_batch,
               "n_train": n_train, "n_test": n_test, "per_class": args.per_class,
               "seeds": seeds, "max_length": args.max_length, "threads": cores,
+              "precision": args.precision,
               "mean_tokens": round(float(lengths.mean()), 1), "quick": args.quick,
               "runs": {("baseline" if k == "seed" else k): v for k, v in runs.items()}}
     sides = {name: summarise(rs, n_train) for name, rs in runs.items()}
@@ -271,7 +277,7 @@ class Bench:
                 save_strategy="no", eval_strategy="no", logging_strategy="no",
                 report_to="none", dataloader_num_workers=0,
                 train_sampling_strategy="group_by_length" if peer.group_by_length else "random",
-                use_cpu=not torch.cuda.is_available())
+                bf16=self.args.precision == "bf16", use_cpu=not torch.cuda.is_available())
             trainer = Trainer(model=model, args=targs, train_dataset=dataset,
                               data_collator=collator, optimizers=(opt, sched))
             c0 = time.process_time()

@@ -169,9 +169,9 @@ def cmd_train(args) -> int:
             from .model import CheckpointError
             raise CheckpointError(f"{args.out} already holds a run: pass --resume to continue "
                                   "it, or choose another --out")
-    # `accelerate launch --mixed_precision bf16` should win over our default "no"
+    # `accelerate launch --mixed_precision bf16` should win over our default "auto"
     env_mp = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
-    if cfg.mixed_precision == "no" and env_mp in ("bf16", "fp16"):
+    if cfg.mixed_precision in ("auto", "no") and env_mp in ("bf16", "fp16"):
         cfg.mixed_precision = env_mp
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
         if args.queue:
