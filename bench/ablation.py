@@ -10,6 +10,12 @@ of ../shared/data, split seed 42, seed 42) with ``--class-balance B`` and
 - ``weighted``: 1 epoch over all 30,775 training reviews with a class-weighted loss
   (1.4x the others' samples: one epoch is the least it can do).
 
+A row may also name its epochs and ordinal soft-label sigma,
+``BALANCE:MAXLEN:EPOCHS:SIGMA`` (e.g. ``resample:256:4:0.75``): the recipe choices beyond
+class balance and length. Its run folder is ``BALANCE-MAXLEN-eEPOCHS-sSIGMA``; a run
+trained there by hand (``scripts/train-demo.sh`` with RUN, BALANCE, MAXLEN, EPOCHS,
+SIGMA) is read back, with the minutes of its own status.json.
+
 Validation and test are the same balanced reviews in every row (tested in
 tests/test_class_balance.py), so the rows compare. The figures are the run's best
 epoch by validation accuracy, on the test split (2,105 reviews); minutes are the
@@ -82,10 +88,32 @@ def clock(run: Path) -> dict:
         return {"seconds": 0.0, "cpu_seconds": 0.0}
 
 
-def train_row(run: Path, balance: str, max_length: int) -> None:
+def parse_row(row: str) -> tuple[str, int, int, float]:
+    """``BALANCE:MAXLEN[:EPOCHS[:SIGMA]]`` -> (balance, max length, epochs, ordinal sigma);
+    epochs default to EPOCHS[balance], sigma to 0 (plain cross-entropy)."""
+    parts = row.split(":")
+    if len(parts) not in (2, 3, 4) or parts[0] not in EPOCHS or not parts[1].isdigit():
+        raise ValueError(row)
+    epochs = int(parts[2]) if len(parts) > 2 else EPOCHS[parts[0]]
+    sigma = float(parts[3]) if len(parts) > 3 else 0.0
+    if epochs < 1 or sigma < 0:
+        raise ValueError(row)
+    return parts[0], int(parts[1]), epochs, sigma
+
+
+def run_name(balance: str, max_length: int, epochs: int, sigma: float) -> str:
+    """The row's run folder: BALANCE-MAXLEN for the plain rows (as before), with -eN-sX
+    where epochs or sigma differ from the plain row's."""
+    name = f"{balance}-{max_length}"
+    if epochs != EPOCHS[balance] or sigma:
+        name += f"-e{epochs}-s{sigma:g}"
+    return name
+
+
+def train_row(run: Path, balance: str, max_length: int, epochs: int, sigma: float) -> None:
     """scripts/train-demo.sh with this row's settings (TRAIN_ONLY: no export, no card)."""
     env = {**os.environ, "RUN": str(run), "BALANCE": balance, "MAXLEN": str(max_length),
-           "EPOCHS": str(EPOCHS[balance]), "TRAIN_ONLY": "1"}
+           "EPOCHS": str(epochs), "SIGMA": f"{sigma:g}", "TRAIN_ONLY": "1"}
     before, t0, cpu0 = clock(run), time.perf_counter(), children_cpu()
     try:
         subprocess.run(["bash", str(ROOT / "scripts" / "train-demo.sh")], env=env, check=True)
@@ -101,9 +129,14 @@ def train_row(run: Path, balance: str, max_length: int) -> None:
 def figures(run: Path) -> dict:
     meta = json.loads((run / "best" / "reviewbert.json").read_text())
     best, c = meta["best"], clock(run)
+    if not c["seconds"]:   # trained outside this script (one go): the run's own clock
+        status = read_status(run) or {}
+        c = {"seconds": float(status.get("train_seconds") or 0.0),
+             "cpu_seconds": status.get("train_cpu_seconds")}
     pick = ("accuracy", "relaxed_accuracy", "auc")
     return {"best_epoch": best["epoch"], "train_reviews": meta["split_sizes"]["train"],
-            "precision": meta["hyperparameters"].get("mixed_precision", "no"),
+            "precision": meta.get("mixed_precision") or meta["hyperparameters"].get(
+                "mixed_precision", "no"),
             "machine": cpu_description(), "measured": time.strftime("%Y-%m-%d"),
             "test": {k: best["test"][k] for k in pick},
             "validation": {k: best["validation"][k] for k in pick},
@@ -113,25 +146,27 @@ def figures(run: Path) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", nargs="+", default=list(ROWS), metavar="BALANCE:MAXLEN")
+    ap.add_argument("--rows", nargs="+", default=list(ROWS), metavar="BALANCE:MAXLEN[:EPOCHS[:SIGMA]]")
     ap.add_argument("--out", type=Path, default=ROOT / "checkpoints" / "runs" / "ablation")
     ap.add_argument("--retrain", action="store_true",
                     help=f"train the rows again even where {RESULTS.relative_to(ROOT)} has them")
     args = ap.parse_args(argv)
     results, kept = {}, kept_rows()
     for row in args.rows:
-        balance, _, length = row.partition(":")
-        if balance not in EPOCHS or not length.isdigit():
-            ap.error(f"a row is BALANCE:MAXLEN with BALANCE one of {sorted(EPOCHS)}: {row!r}")
-        run = args.out / f"{balance}-{length}"
+        try:
+            balance, length, epochs, sigma = parse_row(row)
+        except ValueError:
+            ap.error(f"a row is BALANCE:MAXLEN[:EPOCHS[:SIGMA]] with BALANCE one of "
+                     f"{sorted(EPOCHS)}: {row!r}")
+        run = args.out / run_name(balance, length, epochs, sigma)
         if row in kept and not args.retrain:
             results[row] = kept[row]
         else:
             if not finished(run):
                 print(f"== {row}: training in {run}", flush=True)
-                train_row(run, balance, int(length))
-            results[row] = {"class_balance": balance, "max_length": int(length),
-                            "epochs": EPOCHS[balance], **figures(run)}
+                train_row(run, balance, length, epochs, sigma)
+            results[row] = {"class_balance": balance, "max_length": length,
+                            "epochs": epochs, "ordinal_sigma": sigma, **figures(run)}
             kept[row] = results[row]
             RESULTS.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(RESULTS, {"rows": kept})

@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -31,10 +32,10 @@ from reviewbert.model import checkpoint_info  # noqa: E402
 C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
-def _fit(texts, labels, C: float):
+def _fit(texts, labels, C: float, class_weight: str | None = None):
     clf = make_pipeline(
         TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, strip_accents="unicode"),
-        LogisticRegression(C=C, max_iter=2000),
+        LogisticRegression(C=C, max_iter=2000, class_weight=class_weight),
     )
     return clf.fit(texts, labels)
 
@@ -46,18 +47,28 @@ def run(checkpoint: str, data_dir: str | None = None, C: float | None = None) ->
     splits = splits_from_meta(info.meta, data_dir=data_dir)
     # A fair baseline gets its own tuning: C is chosen on the validation split, then
     # the model is refitted on train+validation (it has no early stopping to spend it on).
+    # Where the checkpoint trained on every review (class_balance resample/weighted), the
+    # training split is imbalanced and validation/test are balanced: the baseline then
+    # also tries sklearn's class_weight="balanced" (what "weighted" does), chosen on
+    # validation like C, so it is not handicapped by a bias toward 5 stars.
+    counts = Counter(e.label for e in splits.train)
+    weights = [None] if len(set(counts.values())) <= 1 else [None, "balanced"]
+    train_x, train_y = [e.text for e in splits.train], [e.label for e in splits.train]
+    val_x, val_y = [e.text for e in splits.validation], [e.label for e in splits.validation]
     val_acc = {}
-    for c in ([C] if C else C_GRID):
-        m = _fit([e.text for e in splits.train], [e.label for e in splits.train], c)
-        val_acc[c] = float((m.predict([e.text for e in splits.validation])
-                            == [e.label for e in splits.validation]).mean())
-    C = max(val_acc, key=val_acc.get)
+    for w in weights:
+        for c in ([C] if C else C_GRID):
+            m = _fit(train_x, train_y, c, w)
+            val_acc[(c, w)] = float((m.predict(val_x) == val_y).mean())
+    C, weight = max(val_acc, key=val_acc.get)
     fit_rows = splits.train + splits.validation
-    clf = _fit([e.text for e in fit_rows], [e.label for e in fit_rows], C)
+    clf = _fit([e.text for e in fit_rows], [e.label for e in fit_rows], C, weight)
     probs = clf.predict_proba([e.text for e in splits.test])
     m = compute_metrics([e.label for e in splits.test], probs, scheme.num_labels)
+    by_c = {f"{c}" + ("" if w is None else f", class_weight={w}"): a for (c, w), a in val_acc.items()}
     return {"model": "tfidf-1-2gram+logreg", "checkpoint": str(info.path), "C": C,
-            "validation_accuracy_by_C": val_acc, "n_train": len(fit_rows), "n_test": len(splits.test),
+            "class_weight": weight, "validation_accuracy_by_C": by_c,
+            "n_train": len(fit_rows), "n_test": len(splits.test),
             "seconds": round(time.time() - t0, 1), "test": m}
 
 

@@ -78,6 +78,15 @@ def _three_label_md(three: dict) -> list[str]:
     ]
 
 
+def chosen_row(rows: dict) -> str | None:
+    """The ablation row a recipe should take: best validation accuracy, then validation
+    AUC, among the rows that recorded validation figures (None if none did)."""
+    scored = {k: r["validation"] for k, r in rows.items() if r.get("validation")}
+    if not scored:
+        return None
+    return max(scored, key=lambda k: (scored[k]["accuracy"], scored[k]["auc"]))
+
+
 def _ablation_md(ablation: dict) -> list[str]:
     """bench/ablation.py's rows: how training uses the classes x the max length."""
     rows = ablation.get("rows") or {}
@@ -86,16 +95,17 @@ def _ablation_md(ablation: dict) -> list[str]:
     out = [
         "## Ablation: which reviews to train on, how much of each to read",
         "",
-        "`python bench/ablation.py`: this card's recipe with `--class-balance` and "
-        "`--max-length` varied, one seed each. Validation and test are the same balanced "
-        "reviews in every row; each row's figures are its best epoch by validation accuracy, "
-        "on the test split. `undersample`: 3 epochs over the same balanced 7,375 reviews; "
-        "`resample`: 3 epochs, each a fresh balanced draw from all the training reviews; "
-        "`weighted`: 1 epoch over all of them with a class-weighted loss.",
+        "`python bench/ablation.py`: this card's settings with the class balance, the max "
+        "length, the epochs and the ordinal soft-label σ varied, one seed each. Validation "
+        "and test are the same balanced reviews in every row; each row's figures are its best "
+        "epoch by validation accuracy, on the test split. `undersample`: every epoch over the "
+        "same balanced 7,375 reviews; `resample`: each epoch a fresh balanced draw from all "
+        "the training reviews; `weighted`: all of them every epoch, with a class-weighted "
+        "loss. σ 0 is plain cross-entropy.",
         "",
-        "| class balance | max length | train reviews | epochs (best) | % correct | relaxed % correct "
-        "| AUC-ROC | minutes (wall) | CPU minutes | measured on |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| class balance | max length | train reviews | epochs (best) | σ | % correct "
+        "| relaxed % correct | AUC-ROC | minutes (wall) | CPU minutes | measured on |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows.values():
         t = r["test"]
@@ -105,11 +115,18 @@ def _ablation_md(ablation: dict) -> list[str]:
                                       "bf16 autocast" if r.get("precision") == "bf16" else "fp32")
                           if x)
         out.append(f"| {r['class_balance']} | {r['max_length']} | {r['train_reviews']:,} | "
-                   f"{r['epochs']} ({best}) | {_pct(t['accuracy'])} | "
+                   f"{r['epochs']} ({best}) | {r.get('ordinal_sigma') or 0:g} | "
+                   f"{_pct(t['accuracy'])} | "
                    f"{_pct(t['relaxed_accuracy'])} | {_num(t['auc'])} | {r['minutes']}"
                    f"{' (shared)' if r.get('shared_machine') else ''} | "
                    f"{'–' if cpu is None else cpu} | {where} |")
     notes = sorted({r["note"] for r in rows.values() if r.get("note")})
+    best = chosen_row(rows)
+    if best:
+        r, v = rows[best], rows[best]["validation"]
+        out += ["", f"Chosen on the validation split, never the test split: the row with the "
+                f"best validation % correct (then AUC) among those that recorded it is "
+                f"`{best}` ({_pct(v['accuracy'])}, AUC {_num(v['auc'])} on validation)."]
     out += [
         "",
         "Minutes are wall-clock on a 2-core CPU, evaluation of the splits after each epoch "
@@ -167,8 +184,8 @@ def _reproduce_md(command: str, training: dict | None) -> str:
     return (f"Reproduce with `{command}`. Training took **{training['minutes']:.0f} minutes** "
             f"on a {training['machine']}{' with bf16 autocast' if bf16 else ' in fp32'}"
             + (f" ({cpu:.0f} CPU-minutes)" if cpu is not None else "")
-            + (". On a CPU without bf16 units it trains in fp32, about 1.7x slower per step "
-               "(measured on a MiniLM step of 32 x 256 tokens)." if bf16 else ".")
+            + (". On a CPU without bf16 units it trains in fp32, slower per step "
+               "(`bench/train_precision.py` times both on one machine)." if bf16 else ".")
             + " The held-out-file run below trains once more.")
 
 
@@ -245,9 +262,15 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
                      f"{fmt(key, seed.get(key)) if key != 'loss' else 'not comparable'} |")
     lines += [
         "",
-        "The TF-IDF baseline (1–2-grams, logistic regression with C chosen on the validation split, "
-        "then refitted on train+validation) is `bench/tfidf_baseline.py --checkpoint "
-        f"checkpoints/{Path(info.path).name}`. The seed report's figures come from a different "
+        "The TF-IDF baseline (1–2-grams, logistic regression with C"
+        + (", and sklearn's class weights (`balanced`, or none) since the training split is "
+           "imbalanced," if any("class_weight" in k for k in (baseline or {}).get(
+               "validation_accuracy_by_C", {})) else "")
+        + " chosen on the validation split, then refitted on train+validation"
+        + (f"; chosen: C = {baseline['C']:g}, class weights "
+           f"{baseline.get('class_weight') or 'none'}" if baseline and "C" in baseline else "")
+        + ") is `bench/tfidf_baseline.py --checkpoint "
+        f"checkpoints/{Path(info.path).name}`, trained on the same reviews. The seed report's figures come from a different "
         "model and split, so they are a yardstick, not a controlled comparison; its cross-entropy "
         "was reported on another scale.",
         "",
@@ -291,8 +314,14 @@ def write_card(ckpt, evaluation, baseline=None, generalisation=None, **kw) -> Pa
 
 
 def _last_json_line(path: str) -> dict:
-    lines = [ln for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
-    return json.loads(lines[-1])
+    """A JSON file (bench/ablation.py's indented ablation.json), or a command's output
+    whose last line is one JSON object (evaluate --json, the benches)."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except ValueError:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        return json.loads(lines[-1])
 
 
 def main(argv=None) -> int:
@@ -309,7 +338,9 @@ def main(argv=None) -> int:
     training = None
     if a.train_status:
         from .evaluate import cpu_description
-        precision = checkpoint_info(a.checkpoint).meta.get("hyperparameters", {}).get(
+        meta = checkpoint_info(a.checkpoint).meta
+        # what the run trained in ("auto" resolved; older runs record only the setting)
+        precision = meta.get("mixed_precision") or meta.get("hyperparameters", {}).get(
             "mixed_precision", "no")
         training = training_time(json.loads(Path(a.train_status).read_text()),
                                  cpu_description(), precision)

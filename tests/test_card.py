@@ -19,8 +19,8 @@ ABLATION = {"baseline": "undersample:128", "rows": {
                         "cpu_minutes": 46.5, "precision": "bf16", "measured": "2026-11-24",
                         "machine": "2-core AMD EPYC (avx512_bf16)",
                         "test": {"accuracy": 0.536, "relaxed_accuracy": 0.929, "auc": 0.854}},
-    "resample:256": {"class_balance": "resample", "max_length": 256, "epochs": 3,
-                     "best_epoch": None, "train_reviews": 7375, "minutes": 56.7, "cpu_minutes": None,
+    "resample:256:4:0.75": {"class_balance": "resample", "max_length": 256, "epochs": 4,
+                     "ordinal_sigma": 0.75, "best_epoch": 4, "train_reviews": 7375, "minutes": 56.7, "cpu_minutes": None,
                      "precision": "no", "note": "its run folder was not kept", "shared_machine": True,
                      "test": {"accuracy": 0.5563, "relaxed_accuracy": 0.9254, "auc": 0.8611}},
 }}
@@ -44,9 +44,10 @@ def test_ablation_table_has_one_row_per_run_with_its_measured_figures(tmp_path, 
     text, out = _card(tmp_path, tiny_model_dir, ablation=ABLATION)
     table = text.split("## Ablation", 1)[1].split("\n\n")[2].splitlines()
     assert len(table) == 2 + 2                                      # header, rule, two rows
-    assert table[2] == ("| undersample | 128 | 7,375 | 3 (3) | 53.6 % | 92.9 % | 0.854 | 24.0 | 46.5 "
+    assert table[2] == ("| undersample | 128 | 7,375 | 3 (3) | 0 | 53.6 % | 92.9 % | 0.854 | 24.0 | 46.5 "
                         "| 2026-11-24, 2-core AMD EPYC (avx512_bf16), bf16 autocast |")
-    assert table[3] == "| resample | 256 | 7,375 | 3 (?) | 55.6 % | 92.5 % | 0.861 | 56.7 (shared) | – | fp32 |"
+    assert table[3] == ("| resample | 256 | 7,375 | 4 (4) | 0.75 | 55.6 % | 92.5 % | 0.861 "
+                        "| 56.7 (shared) | – | fp32 |")
     assert "\nIts run folder was not kept.\n" in text           # a row's note is printed once
     # and the numbers travel in the card's machine-readable block, as the others do
     assert card.read_card_metrics(out)["ablation"] == json.loads(json.dumps(ABLATION))
@@ -85,3 +86,35 @@ def test_the_split_table_says_how_training_used_the_classes():
     # undersample (or a checkpoint from before the option): balanced everywhere
     plain = card._splits_md({}, {**sizes, "train": 7375}, 5, 42)
     assert "| train | 7,375 | 1,475 |" in plain
+
+
+def test_the_card_names_the_baselines_chosen_settings(tmp_path, tiny_model_dir):
+    baseline = {"C": 2.0, "class_weight": "balanced",
+                "validation_accuracy_by_C": {"2.0": 0.47, "2.0, class_weight=balanced": 0.5},
+                "test": {"accuracy": 0.517, "relaxed_accuracy": 0.869, "auc": 0.817, "loss": 1.29}}
+    text, _ = _card(tmp_path, tiny_model_dir, baseline=baseline)
+    assert "class weights (`balanced`, or none) since the training split is imbalanced" in text
+    assert "chosen: C = 2, class weights balanced)" in text
+    assert "| % correct | **55.6 %** | 51.7 % |" in text
+    plain, _ = _card(tmp_path / "b", tiny_model_dir, baseline={
+        **baseline, "class_weight": None, "validation_accuracy_by_C": {"2.0": 0.47}})
+    assert "class weights (" not in plain and "chosen: C = 2, class weights none)" in plain
+
+
+def test_the_cli_reads_an_indented_json_file_and_a_commands_last_line(tmp_path):
+    indented = tmp_path / "ablation.json"
+    indented.write_text(json.dumps(ABLATION, indent=1))      # as bench/ablation.py writes it
+    assert card._last_json_line(str(indented)) == ABLATION
+    output = tmp_path / "evaluation.json"
+    output.write_text("progress...\nwarning: x\n" + json.dumps(EVALUATION) + "\n")
+    assert card._last_json_line(str(output)) == json.loads(json.dumps(EVALUATION))
+
+
+def test_the_recipe_is_chosen_on_validation_not_on_test():
+    v = lambda acc, auc: {"accuracy": acc, "auc": auc, "relaxed_accuracy": 0.9}  # noqa: E731
+    rows = {"a": {"validation": v(0.578, 0.854), "test": v(0.60, 0.90)},   # best on test
+            "b": {"validation": v(0.578, 0.862), "test": v(0.56, 0.86)},   # ties, better AUC
+            "c": {"validation": v(0.570, 0.880), "test": v(0.58, 0.88)},
+            "d": {"test": v(0.70, 0.95)}}                                  # no validation kept
+    assert card.chosen_row(rows) == "b"
+    assert card.chosen_row({"d": rows["d"]}) is None
