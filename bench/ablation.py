@@ -146,7 +146,8 @@ def figures(run: Path) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", nargs="+", default=list(ROWS), metavar="BALANCE:MAXLEN[:EPOCHS[:SIGMA]]")
+    ap.add_argument("--rows", nargs="+", default=list(ROWS),
+                    metavar="BALANCE:MAXLEN[:EPOCHS[:SIGMA]]")
     ap.add_argument("--out", type=Path, default=ROOT / "checkpoints" / "runs" / "ablation")
     ap.add_argument("--retrain", action="store_true",
                     help=f"train the rows again even where {RESULTS.relative_to(ROOT)} has them")

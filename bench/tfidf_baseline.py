@@ -40,6 +40,22 @@ def _fit(texts, labels, C: float, class_weight: str | None = None):
     return clf.fit(texts, labels)
 
 
+def select_settings(train, validation, C: float | None = None):
+    """((C, class_weight), validation accuracy of every pair tried): C from C_GRID (or the
+    one given) and, only where the training classes are imbalanced, class_weight None or
+    "balanced"; the pair with the best validation accuracy wins."""
+    counts = Counter(e.label for e in train)
+    weights = [None] if len(set(counts.values())) <= 1 else [None, "balanced"]
+    train_x, train_y = [e.text for e in train], [e.label for e in train]
+    val_x, val_y = [e.text for e in validation], [e.label for e in validation]
+    val_acc = {}
+    for w in weights:
+        for c in ([C] if C else C_GRID):
+            m = _fit(train_x, train_y, c, w)
+            val_acc[(c, w)] = float((m.predict(val_x) == val_y).mean())
+    return max(val_acc, key=val_acc.get), val_acc
+
+
 def run(checkpoint: str, data_dir: str | None = None, C: float | None = None) -> dict:
     info = checkpoint_info(checkpoint)
     scheme = get_scheme(info.meta.get("labels", info.scheme.num_labels))
@@ -51,21 +67,13 @@ def run(checkpoint: str, data_dir: str | None = None, C: float | None = None) ->
     # training split is imbalanced and validation/test are balanced: the baseline then
     # also tries sklearn's class_weight="balanced" (what "weighted" does), chosen on
     # validation like C, so it is not handicapped by a bias toward 5 stars.
-    counts = Counter(e.label for e in splits.train)
-    weights = [None] if len(set(counts.values())) <= 1 else [None, "balanced"]
-    train_x, train_y = [e.text for e in splits.train], [e.label for e in splits.train]
-    val_x, val_y = [e.text for e in splits.validation], [e.label for e in splits.validation]
-    val_acc = {}
-    for w in weights:
-        for c in ([C] if C else C_GRID):
-            m = _fit(train_x, train_y, c, w)
-            val_acc[(c, w)] = float((m.predict(val_x) == val_y).mean())
-    C, weight = max(val_acc, key=val_acc.get)
+    (C, weight), val_acc = select_settings(splits.train, splits.validation, C)
     fit_rows = splits.train + splits.validation
     clf = _fit([e.text for e in fit_rows], [e.label for e in fit_rows], C, weight)
     probs = clf.predict_proba([e.text for e in splits.test])
     m = compute_metrics([e.label for e in splits.test], probs, scheme.num_labels)
-    by_c = {f"{c}" + ("" if w is None else f", class_weight={w}"): a for (c, w), a in val_acc.items()}
+    by_c = {f"{c}" + ("" if w is None else f", class_weight={w}"): a
+            for (c, w), a in val_acc.items()}
     return {"model": "tfidf-1-2gram+logreg", "checkpoint": str(info.path), "C": C,
             "class_weight": weight, "validation_accuracy_by_C": by_c,
             "n_train": len(fit_rows), "n_test": len(splits.test),

@@ -270,8 +270,8 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         + (f"; chosen: C = {baseline['C']:g}, class weights "
            f"{baseline.get('class_weight') or 'none'}" if baseline and "C" in baseline else "")
         + ") is `bench/tfidf_baseline.py --checkpoint "
-        f"checkpoints/{Path(info.path).name}`, trained on the same reviews. The seed report's figures come from a different "
-        "model and split, so they are a yardstick, not a controlled comparison; its cross-entropy "
+        f"checkpoints/{Path(info.path).name}`, trained on the same reviews. The seed report's "
+        "figures come from a different model and split, so they are a yardstick, not a controlled comparison; its cross-entropy "
         "was reported on another scale.",
         "",
         "### Confusion matrix (test split; rows true, columns predicted)",
