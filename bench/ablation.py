@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from reviewbert.evaluate import cpu_description  # noqa: E402
-from reviewbert.model import atomic_write_json  # noqa: E402
+from reviewbert.model import atomic_write_json, trained_precision  # noqa: E402
 from reviewbert.runs import read_status  # noqa: E402
 
 ROWS = ("undersample:128", "resample:128", "weighted:128",
@@ -135,8 +135,7 @@ def figures(run: Path) -> dict:
              "cpu_seconds": status.get("train_cpu_seconds")}
     pick = ("accuracy", "relaxed_accuracy", "auc")
     return {"best_epoch": best["epoch"], "train_reviews": meta["split_sizes"]["train"],
-            "precision": meta.get("mixed_precision") or meta["hyperparameters"].get(
-                "mixed_precision", "no"),
+            "precision": trained_precision(meta),
             "machine": cpu_description(), "measured": time.strftime("%Y-%m-%d"),
             "test": {k: best["test"][k] for k in pick},
             "validation": {k: best["validation"][k] for k in pick},

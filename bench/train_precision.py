@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from reviewbert import data  # noqa: E402
+from reviewbert.datafiles import list_data_files  # noqa: E402
 from reviewbert.evaluate import cpu_bf16_units, cpu_description  # noqa: E402
 from reviewbert.labels import get_scheme  # noqa: E402
 from reviewbert.model import DEFAULT_BASE_MODEL, load_for_training  # noqa: E402
@@ -41,8 +42,7 @@ from reviewbert.train import TrainConfig, param_groups  # noqa: E402
 
 
 def long_reviews(tok, n: int, min_tokens: int) -> tuple[list[str], list[int]]:
-    files = sorted(str(p) for p in data.default_data_dir().iterdir()
-                   if p.suffix in (".csv", ".json", ".jsonl"))
+    files = [str(p) for p in list_data_files(data.default_data_dir())]
     splits = data.build_splits(files, get_scheme(5), seed=42)
     texts, labels = [], []
     for e in splits.train:

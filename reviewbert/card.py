@@ -15,7 +15,7 @@ import json
 import re
 from pathlib import Path
 
-from .model import atomic_write_text, checkpoint_info
+from .model import atomic_write_text, checkpoint_info, trained_precision
 
 CARD_TAG = "reviewbert-card"
 # The seed report's Table 1 (test split, its own bert-base-uncased run on Cell Phones).
@@ -338,10 +338,7 @@ def main(argv=None) -> int:
     training = None
     if a.train_status:
         from .evaluate import cpu_description
-        meta = checkpoint_info(a.checkpoint).meta
-        # what the run trained in ("auto" resolved; older runs record only the setting)
-        precision = meta.get("mixed_precision") or meta.get("hyperparameters", {}).get(
-            "mixed_precision", "no")
+        precision = trained_precision(checkpoint_info(a.checkpoint).meta)
         training = training_time(json.loads(Path(a.train_status).read_text()),
                                  cpu_description(), precision)
     out = write_card(a.checkpoint, _last_json_line(a.evaluation),

@@ -172,6 +172,13 @@ def _check_meta(path: Path, meta: dict, scheme: LabelScheme) -> None:
                               f"integer from 8 to 8192, got {max_length!r}")
 
 
+def trained_precision(meta: dict) -> str:
+    """The precision a run trained in: what mixed_precision "auto" resolved to
+    (``meta["mixed_precision"]``), or, for runs older than "auto", the setting itself."""
+    return meta.get("mixed_precision") or (meta.get("hyperparameters") or {}).get(
+        "mixed_precision", "no")
+
+
 def checkpoint_info(path: str | os.PathLike) -> CheckpointInfo:
     """What a checkpoint folder says about itself (config.json, reviewbert.json),
     checked enough that the sidebar and the CLI can show it; CheckpointError if not.

@@ -1,23 +1,18 @@
 """bench/ablation.py: its row syntax, run folders, and the minutes of a run trained by hand."""
 from __future__ import annotations
 
-import importlib.util
 import json
+import sys
 
 import pytest
 
 from browser_support import ROOT
 
-
-def _ablation():
-    spec = importlib.util.spec_from_file_location("ablation", ROOT / "bench" / "ablation.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+sys.path.insert(0, str(ROOT / "bench"))
+import ablation as A  # noqa: E402
 
 
 def test_a_row_names_balance_length_and_optionally_epochs_and_sigma():
-    A = _ablation()
     assert A.parse_row("undersample:128") == ("undersample", 128, 3, 0.0)
     assert A.parse_row("weighted:256") == ("weighted", 256, 1, 0.0)
     assert A.parse_row("resample:256:4") == ("resample", 256, 4, 0.0)
@@ -33,7 +28,6 @@ def test_a_row_names_balance_length_and_optionally_epochs_and_sigma():
 
 
 def test_a_run_trained_by_hand_reports_its_own_minutes(tmp_path):
-    A = _ablation()
     run = tmp_path / "resample-256-e4-s0"
     (run / "best").mkdir(parents=True)
     fig = {"accuracy": 0.561, "relaxed_accuracy": 0.929, "auc": 0.861}

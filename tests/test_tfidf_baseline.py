@@ -2,19 +2,14 @@
 where the training classes are imbalanced (a checkpoint trained on every review)."""
 from __future__ import annotations
 
-import importlib.util
 import random
+import sys
 
 from browser_support import ROOT
 from reviewbert.data import Example
 
-
-def _bench():
-    spec = importlib.util.spec_from_file_location("tfidf_baseline",
-                                                  ROOT / "bench" / "tfidf_baseline.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+sys.path.insert(0, str(ROOT / "bench"))
+import tfidf_baseline as B  # noqa: E402
 
 
 WORDS = {0: ["broke", "refund", "awful", "dead"], 1: ["great", "love", "perfect", "fast"]}
@@ -34,14 +29,12 @@ def _reviews(counts: dict[int, int], seed: int) -> list[Example]:
 
 
 def test_balanced_training_tries_no_class_weights():
-    B = _bench()
     (c, weight), tried = B.select_settings(_reviews({0: 40, 1: 40}, 0), _reviews({0: 20, 1: 20}, 1))
     assert weight is None and {w for _, w in tried} == {None}
     assert {c for c, _ in tried} == set(B.C_GRID) and c in B.C_GRID
 
 
 def test_imbalanced_training_also_tries_balanced_weights_and_keeps_the_best_on_validation():
-    B = _bench()
     (c, weight), tried = B.select_settings(_reviews({0: 15, 1: 150}, 0),
                                            _reviews({0: 30, 1: 30}, 1))
     assert {w for _, w in tried} == {None, "balanced"}
