@@ -51,10 +51,11 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
         kw = {"dest": f.name, "default": argparse.SUPPRESS}
         helptext = meta.pop("help", "")
         g = sections[meta.pop("group")]
-        if f.name == "data":
-            g.add_argument(flag, action="append", metavar="FILE", help=helptext, **kw)
-            continue
         typ = hints[f.name]
+        if typing.get_origin(typ) is list:  # --data FILE, --teacher DIR: repeat the flag
+            metavar = "FILE" if f.name == "data" else "DIR"
+            g.add_argument(flag, action="append", metavar=metavar, help=helptext, **kw)
+            continue
         args = typing.get_args(typ)
         base = next((a for a in args if a is not type(None)), typ) if args else typ
         if base is bool:

@@ -147,6 +147,34 @@ _CLASS_USE = {
 }
 
 
+def _distillation_md(meta: dict) -> list[str]:
+    """How a distilled checkpoint was taught, with its teachers' own figures."""
+    d = meta.get("distillation")
+    if not d or not d.get("teachers"):
+        return []
+    w, teachers = float(d["weight"]), d["teachers"]
+    lines = [
+        "## Distillation",
+        "",
+        f"Trained on a target that mixes each training review's own label (weight {1 - w:g}) "
+        f"with the mean probabilities that {len(teachers)} teacher runs give it (weight {w:g}): "
+        "knowledge distillation (Hinton, Vinyals & Dean, 2015; `--teachers` of "
+        "`python -m reviewbert train`, `reviewbert/distill.py`). The teachers were trained "
+        "on the same split, checked against their `reviewbert.json`, so none of them saw a "
+        "validation or test review. This checkpoint has the size of one teacher.",
+        "",
+        "| teacher | seed | max length | validation % correct | validation AUC | "
+        "test % correct | test relaxed | test AUC |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for t in teachers:
+        v, te = t.get("validation") or {}, t.get("test") or {}
+        lines.append(f"| `{t.get('name', '?')}` | {t.get('seed', '?')} | {t.get('max_length', '?')} | "
+                     f"{_pct(v.get('accuracy'))} | {_num(v.get('auc'))} | {_pct(te.get('accuracy'))} | "
+                     f"{_pct(te.get('relaxed_accuracy'))} | {_num(te.get('auc'))} |")
+    return lines + [""]
+
+
 def _splits_md(meta: dict, sizes: dict, k: int, split_seed) -> list[str]:
     """The split table: validation and test balanced; train balanced too (undersample) or
     all the training reviews, used as meta["class_balance"] records."""
@@ -167,13 +195,18 @@ def _splits_md(meta: dict, sizes: dict, k: int, split_seed) -> list[str]:
             *[f"| {s} | {n:,} | {n // k:,} |" for s, n in sizes.items() if s != "train"], ""]
 
 
-def training_time(status: dict, machine: str, precision: str) -> dict:
-    """How long training took, from the run's status.json (train_seconds: wall clock of
-    the training itself, evaluation after each epoch included; train_cpu_seconds)."""
-    cpu = status.get("train_cpu_seconds")
-    return {"minutes": round(float(status["train_seconds"]) / 60, 1),
-            "cpu_minutes": None if cpu is None else round(float(cpu) / 60, 1),
-            "machine": machine, "precision": precision}
+def training_time(status: dict | list[dict], machine: str, precision: str) -> dict:
+    """How long training took, from the runs' status.json (train_seconds: wall clock of
+    the training itself, evaluation after each epoch included; train_cpu_seconds),
+    summed over several runs (a distilled model's teachers and the model itself)."""
+    statuses = [status] if isinstance(status, dict) else list(status)
+    cpus = [s.get("train_cpu_seconds") for s in statuses]
+    out = {"minutes": round(sum(float(s["train_seconds"]) for s in statuses) / 60, 1),
+           "cpu_minutes": None if None in cpus else round(sum(map(float, cpus)) / 60, 1),
+           "machine": machine, "precision": precision}
+    if len(statuses) > 1:
+        out["runs"] = len(statuses)
+    return out
 
 
 def _reproduce_md(command: str, training: dict | None) -> str:
@@ -181,12 +214,16 @@ def _reproduce_md(command: str, training: dict | None) -> str:
         return f"Reproduce with `{command}`."
     bf16 = training.get("precision") == "bf16"
     cpu = training.get("cpu_minutes")
+    runs = training.get("runs", 1)
     return (f"Reproduce with `{command}`. Training took **{training['minutes']:.0f} minutes** "
-            f"on a {training['machine']}{' with bf16 autocast' if bf16 else ' in fp32'}"
+            + (f"in all ({runs} runs: {runs - 1} teacher(s), then this model) " if runs > 1
+               else "")
+            + f"on a {training['machine']}{' with bf16 autocast' if bf16 else ' in fp32'}"
             + (f" ({cpu:.0f} CPU-minutes)" if cpu is not None else "")
             + (". On a CPU without bf16 units it trains in fp32, slower per step "
                "(`bench/train_precision.py` times both on one machine)." if bf16 else ".")
-            + " The held-out-file run below trains once more.")
+            + (" The held-out-file run below trains once more"
+               + (", its teachers too." if runs > 1 else ".")))
 
 
 def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None,
@@ -240,8 +277,10 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         *[f"| `{key}` | {hp[key]} |" for key in (
             "labels", "max_length", "class_balance", "epochs", "batch_size", "lr_bert",
             "lr_classifier", "layer_lr_decay", "weight_decay", "lr_decay", "lr_step_epochs",
-            "warmup_ratio", "max_grad_norm", "ordinal_sigma", "mixed_precision",
-            "prepend_title", "min_tokens", "seed") if key in hp],
+            "warmup_ratio", "max_grad_norm", "ordinal_sigma", "distill_weight",
+            "mixed_precision",
+            "prepend_title", "min_tokens", "seed")
+            if key in hp and (key != "distill_weight" or hp.get("teachers"))],
         f"| best epoch (by validation accuracy) | {(meta.get('best') or {}).get('epoch', '?')} |",
         "",
         _reproduce_md(command, training),
@@ -279,6 +318,7 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         _confusion_md(evaluation["confusion_matrix"], names),
         "",
     ]
+    lines += _distillation_md(meta)
     if evaluation.get("three_label"):
         lines += _three_label_md(evaluation["three_label"])
     if ablation:
@@ -332,14 +372,14 @@ def main(argv=None) -> int:
     ap.add_argument("--baseline", help="output of bench/tfidf_baseline.py")
     ap.add_argument("--generalisation", help="output of bench/generalisation.py")
     ap.add_argument("--ablation", help="output of bench/ablation.py")
-    ap.add_argument("--train-status", help="the training run's status.json (its minutes, "
-                    "on this machine)")
+    ap.add_argument("--train-status", action="append", help="the training run's status.json "
+                    "(its minutes, on this machine); repeat it for a distilled model's teachers")
     a = ap.parse_args(argv)
     training = None
     if a.train_status:
         from .evaluate import cpu_description
         precision = trained_precision(checkpoint_info(a.checkpoint).meta)
-        training = training_time(json.loads(Path(a.train_status).read_text()),
+        training = training_time([json.loads(Path(p).read_text()) for p in a.train_status],
                                  cpu_description(), precision)
     out = write_card(a.checkpoint, _last_json_line(a.evaluation),
                      _last_json_line(a.baseline) if a.baseline else None,

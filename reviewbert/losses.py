@@ -17,6 +17,7 @@ weighting that "weighted" means.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
@@ -44,11 +45,51 @@ class OrdinalSoftLoss(torch.nn.Module):
 
     def forward(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         q = ordinal_targets(labels, self.num_labels, self.sigma)
-        per_review = -(q * torch.log_softmax(logits, dim=-1)).sum(dim=-1)
-        if self.weight is None:
-            return per_review.mean()
-        w = self.weight[labels]
-        return (w * per_review).sum() / w.sum()
+        return soft_cross_entropy(logits, q, labels, self.weight)
+
+
+def soft_cross_entropy(logits: torch.Tensor, q: torch.Tensor, labels: torch.Tensor,
+                       weight: torch.Tensor | None = None) -> torch.Tensor:
+    """-Σ_k q_k log p_k per review; the mean, or the mean weighted by ``weight[label]``."""
+    per_review = -(q * torch.log_softmax(logits, dim=-1)).sum(dim=-1)
+    if weight is None:
+        return per_review.mean()
+    w = weight[labels]
+    return (w * per_review).sum() / w.sum()
+
+
+class DistillLoss(torch.nn.Module):
+    """Knowledge distillation (reviewbert.distill): cross-entropy against
+    ``alpha · teacher + (1 − alpha) · label target`` (one-hot, or ordinal at σ > 0),
+    class-weighted like the other losses.
+
+    Called as ``loss(logits, idx)`` where ``idx`` are the batch's indices into the
+    training split: the labels and the teachers' probabilities for every training
+    review are held here, so the batches carry indices in place of labels.
+    """
+
+    def __init__(self, teacher_probs, labels, alpha: float, num_labels: int,
+                 sigma: float = 0.0, weight: torch.Tensor | None = None):
+        super().__init__()
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+        self.alpha, self.num_labels, self.sigma = float(alpha), num_labels, float(sigma)
+        teacher = torch.as_tensor(np.asarray(teacher_probs), dtype=torch.float32)
+        labels = torch.as_tensor(np.asarray(labels), dtype=torch.long)
+        if teacher.shape != (labels.shape[0], num_labels):
+            raise ValueError(f"teacher probabilities {tuple(teacher.shape)} do not match "
+                             f"{labels.shape[0]} reviews x {num_labels} labels")
+        self.register_buffer("teacher", teacher)
+        self.register_buffer("labels", labels)
+        self.register_buffer("weight", weight if weight is not None else None)
+
+    def forward(self, logits: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        idx = idx.to(self.labels.device)
+        y = self.labels[idx]
+        q = self.alpha * self.teacher[idx] + \
+            (1.0 - self.alpha) * ordinal_targets(y, self.num_labels, self.sigma)
+        return soft_cross_entropy(logits, q.to(logits.device), y.to(logits.device),
+                                  self.weight)
 
 
 def class_loss(num_labels: int, weights=None, ordinal_sigma: float = 0.0,

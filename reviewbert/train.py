@@ -153,6 +153,13 @@ class TrainConfig:
         "ordinal soft labels (SORD): train on targets q_k ∝ exp(-(k-y)²/(2σ²)) instead of "
         "one-hot, so a 4-star guess for a 5-star review costs less than a 1-star guess; "
         "σ in classes, 0 = hard labels (plain cross-entropy)", "advanced"))
+    teachers: list[str] = field(default_factory=list, metadata=_h(
+        "knowledge distillation: checkpoint folder(s) of earlier runs on the same split "
+        "(checked); the training target mixes each review's label with the teachers' mean "
+        "probabilities for it; repeat the flag for several", "advanced"))
+    distill_weight: float = field(default=0.5, metadata=_h(
+        "with teachers: the teachers' share α of the training target (1 − α: the review's "
+        "own label)", "advanced"))
     seed: int = field(default=42, metadata=_h(
         "seed for initialisation, shuffling and dropout", "advanced"))
     # --- speed / bookkeeping ---
@@ -184,6 +191,7 @@ class TrainConfig:
         if errors:
             raise ConfigError("; ".join(errors.values()), errors)
         self.data = [str(p) for p in (self.data or [])]
+        self.teachers = [str(p) for p in (self.teachers or [])]
         self.fractions = tuple(float(f) for f in self.fractions)
         # a form or a JSON file may say 3.0 for 3, or 1 for 1.0
         hints = _field_types()
@@ -271,6 +279,10 @@ _RULES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "warmup_ratio": (lambda v: _is_num(v) and 0 <= v < 1, "must be in [0, 1)"),
     "max_grad_norm": (lambda v: _is_num(v) and v >= 0, "must be >= 0 (0 = off)"),
     "ordinal_sigma": (lambda v: _is_num(v) and 0 <= v <= 10, "must be in [0, 10] (0 = off)"),
+    "teachers": (lambda v: isinstance(v, (list, tuple)) and all(
+        isinstance(p, (str, os.PathLike)) and str(p).strip() for p in v),
+        "must be a list of checkpoint folders"),
+    "distill_weight": (lambda v: _is_num(v) and 0 <= v <= 1, "must be in [0, 1]"),
     "seed": (_is_int, "must be an integer"),
     "eval_batch_size": (lambda v: _is_int(v) and v >= 1, "must be an integer >= 1"),
     "train_eval_max": (lambda v: _is_int(v) and v >= 0, "must be an integer >= 0 (0 = all)"),
@@ -310,6 +322,10 @@ def config_errors(d: dict, require_data: bool = True) -> dict[str, str]:
             errors["data"] = "data must name at least one review file"
         elif missing:
             errors["data"] = f"data file not found: {', '.join(missing)}"
+    if "teachers" not in errors:
+        gone = [str(p) for p in d.get("teachers") or [] if not Path(p).is_dir()]
+        if gone:
+            errors["teachers"] = f"teacher checkpoint folder not found: {', '.join(gone)}"
     return errors
 
 
@@ -956,6 +972,7 @@ class _Run:
     step: int                 # optimizer steps so far
     best: dict | None
     progress: Progress | None = None
+    teachers: list | None = None  # distillation: describe_teachers(), for reviewbert.json
     stop: StopFlag = field(default_factory=StopFlag)
     hooks: list = field(default_factory=list)
 
@@ -1015,6 +1032,7 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
     datasets, eval_sets = _encode_splits(cfg, splits, tokenizer, say)
     class_use = ClassUse.of(cfg.class_balance,
                             np.bincount(datasets["train"].labels, minlength=scheme.num_labels))
+    teachers, soft = _teacher_targets(cfg, data_cfg, scheme, splits, accelerator, say)
 
     # ---- 3. model -------------------------------------------------------------
     if state:
@@ -1043,7 +1061,10 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
     # Each iteration over a DataLoader draws a worker seed from its generator; a
     # private one keeps the global RNG (dropout) identical between a resumed run
     # and one that never stopped.
-    train_dl = DataLoader(datasets["train"], batch_size=cfg.batch_size, sampler=sampler,
+    train_set = datasets["train"]
+    if soft is not None:  # batches carry review indices; DistillLoss holds labels and targets
+        train_set = EncodedDataset(train_set.ids, range(len(train_set)))
+    train_dl = DataLoader(train_set, batch_size=cfg.batch_size, sampler=sampler,
                           collate_fn=pad, num_workers=cfg.num_workers,
                           generator=torch.Generator().manual_seed(cfg.seed))
     eval_dls = {k: eval_loader(v, cfg.eval_batch_size, tokenizer.pad_token_id, cfg.num_workers)
@@ -1074,8 +1095,10 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
                tokenizer=tokenizer, datasets=datasets, eval_dls=eval_dls, data_cfg=data_cfg,
                report=report, old_meta=old_meta, model=model,
                unwrapped=unwrapped, optimizer=optimizer, sampler=sampler,
-               class_use=class_use, loss_fn=losses.class_loss(
-                   scheme.num_labels, class_use.weights, cfg.ordinal_sigma, accelerator.device),
+               class_use=class_use, loss_fn=_loss_fn(cfg, scheme, class_use, soft,
+                                                     datasets["train"].labels,
+                                                     accelerator.device),
+               teachers=teachers,
                train_dl=train_dl, steps_per_epoch=len(train_dl),
                total_steps=len(train_dl) * cfg.epochs, device_desc=device_desc,
                epochs_done=state["epochs_done"] if state else 0,
@@ -1098,6 +1121,37 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
                             cfg.batch_size * accelerator.num_processes)
     run.progress.status("running", run.step, run.epochs_done, "starting")
     return run
+
+
+def _teacher_targets(cfg, data_cfg, scheme, splits, accelerator, say):
+    """(describe_teachers(), [n_train, labels] mean teacher probabilities), or (None, None)
+    without teachers. Teachers on another split are a ConfigError (reviewbert.distill)."""
+    if not cfg.teachers:
+        return None, None
+    from . import distill
+    try:
+        infos = distill.check_teachers(cfg.teachers, data_cfg, scheme.num_labels)
+    except distill.TeacherError as e:
+        raise ConfigError(str(e), {"teachers": str(e)}) from e
+    t0 = time.time()
+    with distill.fork_rng():  # scoring must not move the run's RNG (dropout, shuffles)
+        probs = distill.teacher_probs(infos, [e.text for e in splits.train], accelerator.device,
+                                      batch_size=cfg.eval_batch_size,
+                                      show_progress=accelerator.is_main_process)
+    say(f"distillation: {len(infos)} teacher(s) scored {len(probs)} training reviews in "
+        f"{time.time() - t0:.0f}s; target = {cfg.distill_weight:g} x teachers + "
+        f"{1 - cfg.distill_weight:g} x label")
+    return distill.describe_teachers(infos), probs
+
+
+def _loss_fn(cfg, scheme, class_use, soft, train_labels, device) -> torch.nn.Module:
+    """losses.class_loss, or with teachers losses.DistillLoss (called with review indices)."""
+    if soft is None:
+        return losses.class_loss(scheme.num_labels, class_use.weights, cfg.ordinal_sigma, device)
+    weight = None if class_use.weights is None else torch.tensor(class_use.weights,
+                                                                 dtype=torch.float32)
+    return losses.DistillLoss(soft, train_labels, cfg.distill_weight, scheme.num_labels,
+                              cfg.ordinal_sigma, weight).to(device)
 
 
 def _load_splits(cfg, splits, scheme, tokenizer, state, old_meta):
@@ -1170,6 +1224,8 @@ def build_meta(run: _Run, checkpoint: dict | None = None) -> dict:
         "class_balance": run.class_use.to_dict(scheme.names),
         "data_report": run.report.to_dict() if run.report is not None else None,
         "best": run.best, "device": run.device_desc,
+        "distillation": ({"teachers": run.teachers, "weight": run.cfg.distill_weight}
+                         if run.teachers else None),
         "mixed_precision": run.accelerator.mixed_precision,   # what "auto" resolved to
         "created": run.old_meta.get("created") or _now_iso(),
         "reviewbert_version": __version__,

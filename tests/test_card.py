@@ -118,3 +118,31 @@ def test_the_recipe_is_chosen_on_validation_not_on_test():
             "d": {"test": v(0.70, 0.95)}}                                  # no validation kept
     assert card.chosen_row(rows) == "b"
     assert card.chosen_row({"d": rows["d"]}) is None
+
+
+def test_a_distilled_checkpoint_names_its_teachers_and_counts_their_minutes(tmp_path,
+                                                                          tiny_model_dir):
+    from reviewbert.model import META_FILE, read_meta
+    teacher = {"name": "t1/best", "path": "checkpoints/runs/t1/best", "seed": 43, "max_length": 256,
+               "validation": {"accuracy": 0.571, "auc": 0.8611},
+               "test": {"accuracy": 0.556, "relaxed_accuracy": 0.93, "auc": 0.8601}}
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(tiny_model_dir, ckpt)
+    meta = read_meta(ckpt)
+    meta["distillation"] = {"teachers": [teacher], "weight": 0.8}
+    meta["hyperparameters"] = {**meta.get("hyperparameters", {}), "teachers": [teacher["path"]],
+                               "distill_weight": 0.8}
+    (ckpt / META_FILE).write_text(json.dumps(meta))
+    training = card.training_time([{"train_seconds": 600.0, "train_cpu_seconds": 1100.0},
+                                   {"train_seconds": 660.0, "train_cpu_seconds": 1180.0}],
+                                  "2-core Xeon", "bf16")
+    assert training["minutes"] == 21.0 and training["cpu_minutes"] == 38.0 and training["runs"] == 2
+    text = card.render_card(ckpt, EVALUATION, training=training)
+    assert "label (weight 0.2) with the mean probabilities that 1 teacher runs give it (weight 0.8)" \
+        in text
+    assert "| `t1/best` | 43 | 256 | 57.1 % | 0.861 | 55.6 % | 93.0 % | 0.860 |" in text
+    assert "| `distill_weight` | 0.8 |" in text
+    assert "**21 minutes** in all (2 runs: 1 teacher(s), then this model) on a 2-core Xeon" in text
+    assert "trains once more, its teachers too." in text
+    plain = card.render_card(tiny_model_dir, EVALUATION)
+    assert "## Distillation" not in plain and "distill_weight" not in plain

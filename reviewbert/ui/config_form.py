@@ -23,6 +23,7 @@ LABELS = {  # shorter labels than the CLI's flag names, in the seed report's wor
     "freeze_encoder": "Frozen encoder", "base_model": "Base model", "seed": "Seed",
     "layer_lr_decay": "Layer-wise LR decay", "warmup_ratio": "Warm-up ratio",
     "mixed_precision": "Mixed precision", "ordinal_sigma": "Ordinal soft labels σ",
+    "teachers": "Distil from (checkpoint folders)", "distill_weight": "Teachers' share α",
 }
 
 
@@ -46,6 +47,10 @@ def widget(f: Field, where=st, key_prefix: str = S.CONFIG_FIELD):
     label = LABELS.get(f.name, f.name.replace("_", " ").capitalize())
     helptext = f.metadata.get("help", "")
     value = default(f)
+    if typing.get_origin(typing.get_type_hints(TrainConfig)[f.name]) is list:
+        got = where.text_area(label, value="\n".join(map(str, value)), key=key, help=helptext,
+                              placeholder="one per line", height=68)
+        return [line.strip() for line in got.splitlines() if line.strip()]
     base, optional = _base_type(f)
     if "choices" in f.metadata:
         opts = list(f.metadata["choices"])
