@@ -54,7 +54,10 @@ def run(checkpoint: str, heldout: str, data_dir: str | None = None) -> dict:
         "checkpoint": str(info.path), "heldout": Path(heldout).name,
         "protocol": (f"A second run with the demo's settings was trained on the other "
                      f"{len(trained_on)} files only (`{Path(info.path).parent.name if info.run_dir else info.path.name}`), "
-                     f"then evaluated on its own balanced test split and on a balanced set from "
+                     + (f"distilled, as the demo is, from {len(teachers)} teacher runs trained on "
+                        f"the same {len(trained_on)} files (checked), "
+                        if (teachers := (meta.get("distillation") or {}).get("teachers")) else "")
+                     + f"then evaluated on its own balanced test split and on a balanced set from "
                      f"`{Path(heldout).name}`, which it never saw."),
         "rows": rows,
         "accuracy_drop_points": round(drop, 1),

@@ -161,15 +161,23 @@ def _distillation_md(meta: dict) -> list[str]:
         "knowledge distillation (Hinton, Vinyals & Dean, 2015; `--teachers` of "
         "`python -m reviewbert train`, `reviewbert/distill.py`). The teachers were trained "
         "on the same split, checked against their `reviewbert.json`, so none of them saw a "
-        "validation or test review. This checkpoint has the size of one teacher.",
+        "validation or test review. This checkpoint has the size of one teacher. The "
+        "teachers train with this card's settings and their own seeds; the last row is this "
+        "model, for comparison on the same splits (best epoch, by validation accuracy).",
         "",
         "| teacher | seed | max length | validation % correct | validation AUC | "
         "test % correct | test relaxed | test AUC |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for t in teachers:
+    hp, best = meta.get("hyperparameters") or {}, meta.get("best") or {}
+    rows = [*teachers, {"name": "this model", "seed": hp.get("seed", "?"),
+                        "max_length": hp.get("max_length", "?"),
+                        "validation": best.get("validation"), "test": best.get("test")}]
+    for t in rows:
         v, te = t.get("validation") or {}, t.get("test") or {}
-        lines.append(f"| `{t.get('name', '?')}` | {t.get('seed', '?')} | {t.get('max_length', '?')} | "
+        name = t.get("name", "?")
+        name = f"**{name}**" if t is rows[-1] else f"`{name}`"
+        lines.append(f"| {name} | {t.get('seed', '?')} | {t.get('max_length', '?')} | "
                      f"{_pct(v.get('accuracy'))} | {_num(v.get('auc'))} | {_pct(te.get('accuracy'))} | "
                      f"{_pct(te.get('relaxed_accuracy'))} | {_num(te.get('auc'))} |")
     return lines + [""]

@@ -130,8 +130,10 @@ def test_a_distilled_checkpoint_names_its_teachers_and_counts_their_minutes(tmp_
     shutil.copytree(tiny_model_dir, ckpt)
     meta = read_meta(ckpt)
     meta["distillation"] = {"teachers": [teacher], "weight": 0.8}
+    meta["best"] = {"epoch": 4, "validation": {"accuracy": 0.585, "auc": 0.8662},
+                    "test": {"accuracy": 0.5562, "relaxed_accuracy": 0.9254, "auc": 0.8611}}
     meta["hyperparameters"] = {**meta.get("hyperparameters", {}), "teachers": [teacher["path"]],
-                               "distill_weight": 0.8}
+                               "distill_weight": 0.8, "seed": 42, "max_length": 256}
     (ckpt / META_FILE).write_text(json.dumps(meta))
     training = card.training_time([{"train_seconds": 600.0, "train_cpu_seconds": 1100.0},
                                    {"train_seconds": 660.0, "train_cpu_seconds": 1180.0}],
@@ -141,6 +143,7 @@ def test_a_distilled_checkpoint_names_its_teachers_and_counts_their_minutes(tmp_
     assert "label (weight 0.2) with the mean probabilities that 1 teacher runs give it (weight 0.8)" \
         in text
     assert "| `t1/best` | 43 | 256 | 57.1 % | 0.861 | 55.6 % | 93.0 % | 0.860 |" in text
+    assert "| **this model** | 42 | 256 | 58.5 % | 0.866 | 55.6 % | 92.5 % | 0.861 |" in text
     assert "| `distill_weight` | 0.8 |" in text
     assert "**21 minutes** in all (2 runs: 1 teacher(s), then this model) on a 2-core Xeon" in text
     assert "trains once more, its teachers too." in text

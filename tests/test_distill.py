@@ -162,3 +162,25 @@ def test_a_teacher_from_another_split_or_label_scheme_is_refused(tmp_path, teach
     with pytest.raises(ConfigError, match="teacher"):
         train(tiny_cfg(tiny_model_dir, imbalanced, teachers=[str(tmp_path)]),
               tmp_path / "not-a-checkpoint", log=quiet)
+
+
+def test_the_held_out_file_run_says_its_teachers_never_saw_the_file(tmp_path, tiny_model_dir,
+                                                                    imbalanced):
+    """bench/generalisation.py on a distilled run trained without one file."""
+    import sys
+
+    from browser_support import ROOT
+    sys.path.insert(0, str(ROOT / "bench"))
+    import generalisation
+
+    kept, held = imbalanced
+    cfg = dict(epochs=1, class_balance="resample")
+    train(tiny_cfg(tiny_model_dir, [kept], **cfg), tmp_path / "t", log=quiet)
+    train(tiny_cfg(tiny_model_dir, [kept], teachers=[str(tmp_path / "t")], **cfg),
+          tmp_path / "s", log=quiet)
+    out = generalisation.run(str(tmp_path / "s"), held)
+    assert "distilled, as the demo is, from 1 teacher runs trained on the same 1 files" \
+        in out["protocol"]
+    assert out["rows"][1]["n"] > 0 and out["heldout"] == "b.jsonl.gz"
+    with pytest.raises(SystemExit, match="not held out"):
+        generalisation.run(str(tmp_path / "s"), kept)
