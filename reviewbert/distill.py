@@ -85,20 +85,24 @@ def teacher_max_length(info) -> int:
 
 
 def teacher_probs(infos: list, texts: list[str], device, *, batch_size: int = 64,
-                  show_progress: bool = True) -> np.ndarray:
+                  show_progress: bool = True, on_progress=None) -> np.ndarray:
     """[n, labels] float32: the mean of the teachers' probabilities for ``texts``, each
     teacher reading them at its own max_length, under bf16 where that is fast; a
-    progress bar with ETA per teacher."""
+    progress bar with ETA per teacher, and ``on_progress(n)`` after each batch."""
     from .evaluate import TqdmProgress, predict_in_order
     total = np.zeros((len(texts), infos[0].scheme.num_labels), dtype=np.float64)
     for i, info in enumerate(infos, 1):
         model, tok, _ = load_checkpoint(info.path, device=device)
         with TqdmProgress(len(texts), f"teacher {i}/{len(infos)} ({info.name})",
                           enabled=show_progress) as bar:
+            def progress(n, bar=bar):
+                bar(n)
+                if on_progress is not None:
+                    on_progress(n)
             probs, _, _ = predict_in_order(model, tok, texts,
                                            max_length=teacher_max_length(info),
                                            batch_size=batch_size, precision="auto",
-                                           progress=bar)
+                                           progress=progress)
         total += probs
         del model
     return (total / len(infos)).astype(np.float32)

@@ -571,6 +571,43 @@ class StopFlag:
 
 
 # ------------------------------------------------------------- status / ETA
+def _queue_fields(run_dir) -> dict:
+    """What status.json says of how long this very process waited in the device queue
+    (runs.device_slot), to carry into the statuses it writes next."""
+    old = read_status(run_dir) or {}
+    return {k: old[k] for k in ("device", "queued_at", "wait_seconds")
+            if k in old and old.get("pid") == os.getpid()}
+
+
+class PhaseStatus:
+    """A ``progress(n)`` callback for work before the first step (scoring the
+    distillation teachers): status.json says "running", what is being done, and an
+    ETA from the rate so far, so the training page shows it as the CLI's tqdm does."""
+
+    def __init__(self, run_dir, total: int, what: str, enabled: bool = True):
+        self.run_dir, self.total, self.what, self.enabled = Path(run_dir), total, what, enabled
+        self.done, self.t0, self.last = 0, time.time(), 0.0
+        if enabled:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self.keep = _queue_fields(run_dir)
+            self.write()
+
+    def write(self) -> None:
+        spent = time.time() - self.t0
+        eta = spent * (self.total - self.done) / self.done if self.done else None
+        write_status(self.run_dir, {
+            **self.keep, "state": "running", "step": 0, "total_steps": 0,
+            "eta_seconds": None if eta is None else round(eta, 1),
+            "message": f"{self.what}: {self.done:,} of {self.total:,} "
+                       f"({100 * self.done / max(self.total, 1):.0f} %)"})
+
+    def __call__(self, n: int) -> None:
+        self.done += n
+        if self.enabled and time.time() - self.last >= 2.0:
+            self.last = time.time()
+            self.write()
+
+
 class Progress:
     """tqdm bar + status.json (main process only), with one ETA for both.
 
@@ -587,10 +624,7 @@ class Progress:
         self.train_cpu_s = 0.0  # process CPU time in steps: a load-independent speed measure
         self.bar = tqdm(total=total_steps, initial=step, unit="step", disable=not enabled,
                         file=sys.stderr, dynamic_ncols=True)
-        # how long this very process waited in the device queue (runs.device_slot)
-        old = (read_status(run_dir) or {}) if enabled else {}
-        self.keep = {k: old[k] for k in ("device", "queued_at", "wait_seconds")
-                     if k in old and old.get("pid") == os.getpid()}
+        self.keep = _queue_fields(run_dir) if enabled else {}
 
     def eta(self, step: int, epochs_done: int) -> float | None:
         done = step - self.start_step
@@ -1032,7 +1066,7 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
     datasets, eval_sets = _encode_splits(cfg, splits, tokenizer, say)
     class_use = ClassUse.of(cfg.class_balance,
                             np.bincount(datasets["train"].labels, minlength=scheme.num_labels))
-    teachers, soft = _teacher_targets(cfg, data_cfg, scheme, splits, accelerator, say)
+    teachers, soft = _teacher_targets(cfg, data_cfg, scheme, splits, accelerator, say, out_dir)
 
     # ---- 3. model -------------------------------------------------------------
     if state:
@@ -1123,7 +1157,7 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
     return run
 
 
-def _teacher_targets(cfg, data_cfg, scheme, splits, accelerator, say):
+def _teacher_targets(cfg, data_cfg, scheme, splits, accelerator, say, out_dir):
     """(describe_teachers(), [n_train, labels] mean teacher probabilities), or (None, None)
     without teachers. Teachers on another split are a ConfigError (reviewbert.distill)."""
     if not cfg.teachers:
@@ -1134,10 +1168,15 @@ def _teacher_targets(cfg, data_cfg, scheme, splits, accelerator, say):
     except distill.TeacherError as e:
         raise ConfigError(str(e), {"teachers": str(e)}) from e
     t0 = time.time()
+    texts = [e.text for e in splits.train]
+    status = PhaseStatus(out_dir, len(texts) * len(infos),
+                         f"distillation: {len(infos)} teacher(s) scoring the training reviews",
+                         enabled=accelerator.is_main_process)
     with distill.fork_rng():  # scoring must not move the run's RNG (dropout, shuffles)
-        probs = distill.teacher_probs(infos, [e.text for e in splits.train], accelerator.device,
+        probs = distill.teacher_probs(infos, texts, accelerator.device,
                                       batch_size=cfg.eval_batch_size,
-                                      show_progress=accelerator.is_main_process)
+                                      show_progress=accelerator.is_main_process,
+                                      on_progress=status)
     say(f"distillation: {len(infos)} teacher(s) scored {len(probs)} training reviews in "
         f"{time.time() - t0:.0f}s; target = {cfg.distill_weight:g} x teachers + "
         f"{1 - cfg.distill_weight:g} x label")

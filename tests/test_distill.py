@@ -113,7 +113,10 @@ def teacher(tmp_path_factory, tiny_model_dir, imbalanced):
 def test_teacher_probabilities_are_the_teachers_predictions(teacher, imbalanced):
     info = distill.check_teachers([str(teacher)], data_config(imbalanced, FIVE, seed=42), 5)[0]
     texts = ["great phone, the battery lasts", "broke after a week", "ok i guess"] * 3
-    got = distill.teacher_probs([info, info], texts, torch.device("cpu"), show_progress=False)
+    seen = []
+    got = distill.teacher_probs([info, info], texts, torch.device("cpu"), show_progress=False,
+                                on_progress=seen.append)
+    assert sum(seen) == 2 * len(texts)   # every review, once per teacher
     model, tok, _ = load_checkpoint(teacher, device=torch.device("cpu"))
     want = predict_texts(model, tok, texts, max_length=32)
     assert got.shape == (9, 5) and np.allclose(got.sum(1), 1, atol=1e-5)
@@ -184,3 +187,20 @@ def test_the_held_out_file_run_says_its_teachers_never_saw_the_file(tmp_path, ti
     assert out["rows"][1]["n"] > 0 and out["heldout"] == "b.jsonl.gz"
     with pytest.raises(SystemExit, match="not held out"):
         generalisation.run(str(tmp_path / "s"), kept)
+
+
+def test_the_teacher_phase_writes_a_status_with_an_eta_for_the_page(tmp_path, monkeypatch):
+    from reviewbert import train as T
+    clock = [1000.0]
+    monkeypatch.setattr(T.time, "time", lambda: clock[0])
+    status = T.PhaseStatus(tmp_path / "run", 400, "distillation: 2 teacher(s) scoring")
+    first = read_status(tmp_path / "run")
+    assert first["state"] == "running" and first["eta_seconds"] is None
+    assert first["message"] == "distillation: 2 teacher(s) scoring: 0 of 400 (0 %)"
+    clock[0] += 10.0
+    status(100)                                   # 100 in 10 s: 300 left, 30 s
+    now = read_status(tmp_path / "run")
+    assert now["eta_seconds"] == 30.0 and now["message"].endswith("100 of 400 (25 %)")
+    clock[0] += 1.0
+    status(100)                                   # within 2 s of the last write: not written
+    assert read_status(tmp_path / "run")["message"].endswith("100 of 400 (25 %)")
