@@ -199,17 +199,24 @@ def _fmt(v) -> str:
     return repr(v) if isinstance(v, float) else str(v)
 
 
+@functools.cache
+def _repeated_flags() -> frozenset[str]:
+    """TrainConfig's list fields: the CLI takes them as a flag repeated per item."""
+    hints = typing.get_type_hints(TrainConfig)
+    return frozenset(f.name for f in fields(TrainConfig) if typing.get_origin(hints[f.name]) is list)
+
+
 def config_args(values: dict) -> list[str]:
     """TrainConfig fields -> ``train`` flags (the inverse of __main__._add_config_flags)."""
     args: list[str] = []
     for name, v in values.items():
         flag = "--" + name.replace("_", "-")
-        if name == "data":
-            for path in v:
-                args += ["--data", str(path)]
+        if name in _repeated_flags():  # --data FILE, --teachers DIR: once per item
+            for item in v or []:
+                args += [flag, str(item)]
         elif isinstance(v, bool):
             args.append(flag if v else "--no-" + name.replace("_", "-"))
-        elif isinstance(v, (list, tuple)):
+        elif isinstance(v, (list, tuple)):  # fractions: one flag, three values
             args += [flag, *map(_fmt, v)]
         elif v is not None:  # every optional field defaults to None: leaving it out says None
             args += [flag, _fmt(v)]

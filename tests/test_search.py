@@ -226,3 +226,20 @@ def test_spec_round_trips_through_argv(toy):
     with pytest.raises(search.ConfigError, match="log range needs LOW > 0"):
         search.SearchSpec.from_args(["--data", str(toy), "--sampler", "tpe", "--trials", "2",
                                      "--range", "weight_decay=0:0.1:log"])
+
+
+def test_config_args_repeat_list_flags_and_round_trip_a_full_config(toy, tmp_path):
+    """The Train page hands a search every form field, empty lists included."""
+    from dataclasses import asdict
+
+    from reviewbert.train import TrainConfig
+    full = {**asdict(TrainConfig(data=[str(toy)])), "fractions": [0.6, 0.2, 0.2]}  # JSON: a list
+    args = search.config_args(full)
+    assert "--teachers" not in args                        # an empty list: no flag at all
+    assert args[args.index("--fractions"):][:4] == ["--fractions", "0.6", "0.2", "0.2"]
+    full.pop("lr_bert")
+    spec = search.SearchSpec.from_args(search.config_args(full) + ["--grid", "lr_bert=1e-5,5e-5"])
+    assert tuple(spec.base["fractions"]) == (0.6, 0.2, 0.2) and "teachers" not in spec.base
+    two = search.config_args({"data": [str(toy), "b.csv"], "teachers": ["runs/a", "runs/b"]})
+    assert two == ["--data", str(toy), "--data", "b.csv", "--teachers", "runs/a",
+                   "--teachers", "runs/b"]
