@@ -4,7 +4,10 @@
 #   make demo-checkpoint              # 5 labels -> checkpoints/demo/
 #   make demo-checkpoint LABELS=3     # 3 labels -> checkpoints/demo-3labels/
 #
-# 1. fine-tune on all five files of ../shared/data (deduplicated, balanced),
+# 1. fine-tune on all five files of ../shared/data (deduplicated, balanced); with
+#    TEACHER_SEEDS="42 43", first teacher runs of the same recipe with those seeds, then the
+#    demo distilled from their averaged probabilities (--teachers; measured, not shipped:
+#    README "Distillation"),
 # 2. export the best epoch as fp16 safetensors with its tokenizer,
 # 3. evaluate it on its own test split, run the TF-IDF baseline on the same split,
 #    and (5 labels only, HOLDOUT=1) the held-out-file generalisation run,
@@ -24,6 +27,11 @@ SIGMA="${SIGMA:-0}"                  # ordinal soft labels (0 = plain cross-entr
 # auto: bf16 autocast where the CPU has bf16 units (AMX/AVX512-BF16; faster at the same
 # accuracy, README "bf16 training on a CPU"), fp32 elsewhere (bf16 is emulated there, slower)
 MP="${MP:-auto}"
+# knowledge distillation: teachers of the same recipe with these seeds, on the same split;
+# ALPHA = the teachers' share of the training target. Off by default: students of two
+# teachers (alpha 0.8 and 1.0) did not beat one run on validation (README "Distillation").
+TEACHER_SEEDS="${TEACHER_SEEDS:-}"
+ALPHA="${ALPHA:-0.8}"
 if [ "$LABELS" = 5 ]; then OUT=checkpoints/demo; else OUT=checkpoints/demo-${LABELS}labels; fi
 RUN="${RUN:-checkpoints/runs/demo-${LABELS}labels}"
 WORK="$RUN/card-inputs"
@@ -44,12 +52,28 @@ train() {
     local run=$1; shift
     if finished "$run"; then echo "$run already finished"; return; fi
     local resume=(); [ -f "$run/last/training_state.json" ] && resume=(--resume)
-    $PY -m reviewbert train "$@" "${SETTINGS[@]}" --out "$run" "${resume[@]}"
+    # SETTINGS first: a flag given after them (--seed, --teachers) wins
+    $PY -m reviewbert train "${SETTINGS[@]}" "$@" --out "$run" "${resume[@]}"
+}
+# distilled RUN DATA_FLAGS...: the teacher runs RUN-teacher-SEED, then RUN taught by them.
+# STATUS collects every run's status.json, for the card's training minutes.
+STATUS=()
+distilled() {
+    local run=$1; shift
+    local teach=()
+    for s in $TEACHER_SEEDS; do
+        train "$run-teacher-$s" "$@" --seed "$s"
+        teach+=(--teachers "$run-teacher-$s")
+        STATUS+=(--train-status "$run-teacher-$s/status.json")
+    done
+    [ ${#teach[@]} -gt 0 ] && teach+=(--distill-weight "$ALPHA")
+    train "$run" "$@" "${teach[@]}"
+    STATUS+=(--train-status "$run/status.json")
 }
 data_flags() { for f in "$@"; do printf -- '--data\n%s\n' "$DATA/$f"; done; }
 mapfile -t ALL_FLAGS < <(data_flags "${ALL[@]}")
 
-train "$RUN" "${ALL_FLAGS[@]}"
+distilled "$RUN" "${ALL_FLAGS[@]}"
 [ "${TRAIN_ONLY:-0}" = 1 ] && exit 0
 $PY -m reviewbert export --checkpoint "$RUN" --out "$OUT" --dtype float16
 
@@ -57,14 +81,14 @@ mkdir -p "$WORK"
 $PY -m reviewbert evaluate --checkpoint "$OUT" "${ALL_FLAGS[@]}" --split test --precision fp32 --json | tail -n 1 > "$WORK/evaluation.json"
 $PY bench/tfidf_baseline.py --checkpoint "$OUT" --data-dir "$DATA" | tail -n 1 > "$WORK/tfidf.json"
 card=(--checkpoint "$OUT" --evaluation "$WORK/evaluation.json" --baseline "$WORK/tfidf.json"
-      --train-status "$RUN/status.json")
+      "${STATUS[@]}")
 ABLATION="${ABLATION:-checkpoints/runs/ablation/ablation.json}"   # bench/ablation.py's table
 [ -f "$ABLATION" ] && card+=(--ablation "$ABLATION")
 
 if [ "$LABELS" = 5 ] && [ "$HOLDOUT" = 1 ]; then
     HRUN="checkpoints/runs/demo-holdout"
     mapfile -t HELD_FLAGS < <(data_flags "${ALL[@]:1}")
-    train "$HRUN" "${HELD_FLAGS[@]}"
+    distilled "$HRUN" "${HELD_FLAGS[@]}"
     $PY bench/generalisation.py --checkpoint "$HRUN" --heldout "$DATA/$HELD" --data-dir "$DATA" | tail -n 1 > "$WORK/generalisation.json"
     card+=(--generalisation "$WORK/generalisation.json")
 fi
