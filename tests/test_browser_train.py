@@ -102,6 +102,17 @@ def _flow(page, server, tmp, frames, received):
         page.get_by_text("Train a model").wait_for(timeout=90_000)
         assert "Device: CPU" in page.inner_text("section[data-testid='stSidebar']")
 
+        # --- distillation's field: a teacher folder that does not exist is refused at once
+        page.locator("[data-testid=stRadio] label").filter(has_text="New run").click()
+        page.get_by_text("Advanced", exact=True).click()
+        box = page.locator("textarea[aria-label='Distil from (checkpoint folders)']")
+        box.fill(str(tmp / "no-such-run"))
+        box.press("Control+Enter")
+        page.get_by_text("teacher checkpoint folder not found", exact=False).first.wait_for(
+            timeout=30_000)
+        page.goto(server.url + "/train")                  # a fresh session, a fresh form
+        page.get_by_text("Train a model").wait_for(timeout=90_000)
+
         # --- start a small run from the page
         launch_run(page, "toy.csv", "browser-run", {"Epochs": 400, "Max length (tokens)": 32},
                    {"Cap per class": 40, "Base model": str(tmp / "tiny-base")})

@@ -207,3 +207,39 @@ def test_a_search_launched_from_the_page_queues_and_shows_progress(env, tiny_mod
         while (R.read_status(folder) or {}).get("state") in ("queued", "running") \
                 and time.time() < deadline:
             time.sleep(0.3)
+
+
+@pytest.mark.slow
+def test_a_run_distilled_from_an_earlier_run_is_launched_from_the_form(env, tiny_model_dir):
+    at = fill(train_page("New run"), tiny_model_dir)
+    teachers = at.text_area(key=S.CONFIG_FIELD + "teachers")
+    teachers.input(str(env / "ckpts" / "no-such-run")).run()
+    assert any("teacher checkpoint folder not found" in e.value for e in at.error), \
+        [e.value for e in at.error]
+    assert at.button(key="launch_btn").disabled
+    # a teacher trained on the same file and split, then a student taught by it
+    at.text_area(key=S.CONFIG_FIELD + "teachers").input("").run()
+    at.text_input(key=S.TRAIN_RUN_NAME).input("teacher")
+    at.button(key="launch_btn").click().run()
+    teacher = env / "ckpts" / "teacher"
+    wait_for(lambda: (R.read_status(teacher) or {}).get("state") == "finished", teacher)
+    at = fill(train_page("New run"), tiny_model_dir)
+    at.text_area(key=S.CONFIG_FIELD + "teachers").input(f"{teacher}\n").run()
+    at.number_input(key=S.CONFIG_FIELD + "distill_weight").set_value(0.7).run()
+    assert at.button(key="launch_btn").disabled is False
+    at.text_input(key=S.TRAIN_RUN_NAME).input("student")
+    at.button(key="launch_btn").click().run()
+    student = env / "ckpts" / "student"
+    wait_for(lambda: (R.read_status(student) or {}).get("state") == "finished", student)
+    meta = json.loads((student / "reviewbert.json").read_text())
+    assert meta["hyperparameters"]["teachers"] == [str(teacher)]
+    assert meta["distillation"]["weight"] == 0.7
+    assert meta["distillation"]["teachers"][0]["path"] == str(teacher / "best")
+    assert "distillation: 1 teacher(s) scored" in (student / "train.log").read_text()
+
+
+def wait_for(done, run, seconds=120):
+    deadline = time.time() + seconds
+    while not done():
+        assert time.time() < deadline, (R.read_status(run), R.read_log_tail(run))
+        time.sleep(0.3)
