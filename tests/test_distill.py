@@ -204,3 +204,44 @@ def test_the_teacher_phase_writes_a_status_with_an_eta_for_the_page(tmp_path, mo
     clock[0] += 1.0
     status(100)                                   # within 2 s of the last write: not written
     assert read_status(tmp_path / "run")["message"].endswith("100 of 400 (25 %)")
+
+
+def test_a_stopped_distilled_run_resumes_exactly(tmp_path, teacher, tiny_model_dir, imbalanced):
+    """--resume scores the teachers again (same split, same probabilities) and goes on
+    from the saved step: the same weights as a run that never stopped."""
+    from test_class_balance import StopAt
+    cfg = tiny_cfg(tiny_model_dir, imbalanced, epochs=2, class_balance="resample",
+                   teachers=[str(teacher)], distill_weight=0.8)
+    train(cfg, tmp_path / "unbroken", log=quiet)
+    run = tmp_path / "resumed"
+    train(cfg, run, hooks=[StopAt(20)], log=quiet)     # 18 steps per epoch: in epoch 2
+    assert read_status(run)["state"] == "stopped"
+    meta = train(cfg, run, resume=True, log=quiet)
+    assert read_status(run)["state"] == "finished" and meta["distillation"]["weight"] == 0.8
+    a = load_file(str(run / "last" / "model.safetensors"))
+    b = load_file(str(tmp_path / "unbroken" / "last" / "model.safetensors"))
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=1e-5, atol=1e-6, msg=k)
+
+
+def test_resuming_without_its_teacher_says_so_and_keeps_the_saved_state(tmp_path, teacher,
+                                                                        tiny_model_dir, imbalanced):
+    import shutil
+
+    from test_class_balance import StopAt
+    mine = tmp_path / "teacher"
+    shutil.copytree(teacher, mine)
+    cfg = tiny_cfg(tiny_model_dir, imbalanced, epochs=2, class_balance="resample",
+                   teachers=[str(mine)])
+    run = tmp_path / "run"
+    train(cfg, run, hooks=[StopAt(5)], log=quiet)
+    saved = (run / "last" / "model.safetensors").read_bytes()
+    shutil.rmtree(mine)
+    with pytest.raises(ConfigError, match=f"teacher {mine}"):
+        train(cfg, run, resume=True, log=quiet)
+    # still a stopped run that --resume continues once the teacher is back; nothing lost
+    assert read_status(run)["state"] == "stopped"
+    assert (run / "last" / "model.safetensors").read_bytes() == saved
+    shutil.copytree(teacher, mine)
+    train(cfg, run, resume=True, log=quiet)
+    assert read_status(run)["state"] == "finished"
