@@ -80,6 +80,26 @@ def check_teachers(paths: list[str], data_cfg: dict | None, num_labels: int) -> 
     return infos
 
 
+def candidate_teachers(root, data_paths, labels: int | None = None) -> list[str]:
+    """Run folders under ``root`` (trials included) that could teach a run on
+    ``data_paths``: finished, with a best/ checkpoint, trained on files of the same
+    names (and the same label count, when given). Their contents and split settings
+    are checked at launch (:func:`check_teachers`); this is the Train page's list."""
+    from . import runs as R
+    names = sorted(Path(p).name for p in data_paths)
+    if not names:
+        return []
+    out = []
+    for run in R.list_runs(root, include_trials=True):
+        meta = run.get("meta") or {}
+        files = sorted(f.get("name", "?") for f in (meta.get("data") or {}).get("files") or [])
+        if (run.get("kind") != "search" and (run.get("status") or {}).get("state") == "finished"
+                and (Path(run["path"]) / "best").is_dir() and files == names
+                and (labels is None or meta.get("labels") == labels)):
+            out.append(str(run["path"]))
+    return out
+
+
 def teacher_max_length(info) -> int:
     return int((info.meta.get("hyperparameters") or {}).get("max_length") or 256)
 

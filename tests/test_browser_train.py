@@ -105,9 +105,12 @@ def _flow(page, server, tmp, frames, received):
         # --- distillation's field: a teacher folder that does not exist is refused at once
         page.locator("[data-testid=stRadio] label").filter(has_text="New run").click()
         page.get_by_text("Advanced", exact=True).click()
-        box = page.locator("textarea[aria-label='Distil from (checkpoint folders)']")
-        box.fill(str(tmp / "no-such-run"))
-        box.press("Control+Enter")
+        box = page.locator("[data-testid=stMultiSelect]").filter(
+            has_text="Distil from (checkpoint folders)").locator("input")
+        box.click()
+        box.press_sequentially(str(tmp / "no-such-run"))  # typed: not one of the offered runs
+        page.wait_for_timeout(300)
+        box.press("Enter")
         page.get_by_text("teacher checkpoint folder not found", exact=False).first.wait_for(
             timeout=30_000)
         page.goto(server.url + "/train")                  # a fresh session, a fresh form

@@ -245,3 +245,18 @@ def test_resuming_without_its_teacher_says_so_and_keeps_the_saved_state(tmp_path
     shutil.copytree(teacher, mine)
     train(cfg, run, resume=True, log=quiet)
     assert read_status(run)["state"] == "finished"
+
+
+def test_candidate_teachers_are_finished_runs_on_the_same_files(tmp_path, teacher, imbalanced):
+    import shutil
+    root = tmp_path / "ckpts"
+    shutil.copytree(teacher, root / "done")
+    shutil.copytree(teacher, root / "running")
+    status = json.loads((root / "running" / "status.json").read_text())
+    (root / "running" / "status.json").write_text(json.dumps({**status, "state": "running"}))
+    assert distill.candidate_teachers(root, imbalanced) == [str(root / "done")]
+    assert distill.candidate_teachers(root, imbalanced, labels=5) == [str(root / "done")]
+    assert distill.candidate_teachers(root, imbalanced, labels=3) == []
+    assert distill.candidate_teachers(root, imbalanced[:1]) == []      # other files
+    assert distill.candidate_teachers(root, []) == []
+    assert distill.candidate_teachers(tmp_path / "nowhere", imbalanced) == []

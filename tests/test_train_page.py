@@ -212,19 +212,22 @@ def test_a_search_launched_from_the_page_queues_and_shows_progress(env, tiny_mod
 @pytest.mark.slow
 def test_a_run_distilled_from_an_earlier_run_is_launched_from_the_form(env, tiny_model_dir):
     at = fill(train_page("New run"), tiny_model_dir)
-    teachers = at.text_area(key=S.CONFIG_FIELD + "teachers")
-    teachers.input(str(env / "ckpts" / "no-such-run")).run()
+    teachers = at.multiselect(key=S.CONFIG_FIELD + "teachers")
+    assert teachers.options == []                      # no finished run yet
+    teachers.set_value([str(env / "ckpts" / "no-such-run")]).run()   # a typed folder
     assert any("teacher checkpoint folder not found" in e.value for e in at.error), \
         [e.value for e in at.error]
     assert at.button(key="launch_btn").disabled
     # a teacher trained on the same file and split, then a student taught by it
-    at.text_area(key=S.CONFIG_FIELD + "teachers").input("").run()
+    at.multiselect(key=S.CONFIG_FIELD + "teachers").set_value([]).run()
     at.text_input(key=S.TRAIN_RUN_NAME).input("teacher")
     at.button(key="launch_btn").click().run()
     teacher = env / "ckpts" / "teacher"
     wait_for(lambda: (R.read_status(teacher) or {}).get("state") == "finished", teacher)
     at = fill(train_page("New run"), tiny_model_dir)
-    at.text_area(key=S.CONFIG_FIELD + "teachers").input(f"{teacher}\n").run()
+    offered = at.multiselect(key=S.CONFIG_FIELD + "teachers")
+    assert offered.options == [str(teacher)]           # the finished run on the same file
+    offered.set_value([str(teacher)]).run()
     at.number_input(key=S.CONFIG_FIELD + "distill_weight").set_value(0.7).run()
     assert at.button(key="launch_btn").disabled is False
     at.text_input(key=S.TRAIN_RUN_NAME).input("student")

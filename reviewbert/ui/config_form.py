@@ -41,12 +41,16 @@ def _base_type(f: Field):
     return (args[0] if args else typ), type(None) in typing.get_args(typ)
 
 
-def widget(f: Field, where=st, key_prefix: str = S.CONFIG_FIELD):
-    """One widget for one field; returns its value (None for an empty optional)."""
+def widget(f: Field, where=st, key_prefix: str = S.CONFIG_FIELD, options: list | None = None):
+    """One widget for one field; returns its value (None for an empty optional).
+    A list field with ``options`` is a multiselect of them that also takes typed values."""
     key = key_prefix + f.name
     label = LABELS.get(f.name, f.name.replace("_", " ").capitalize())
     helptext = f.metadata.get("help", "")
     value = default(f)
+    if options is not None:
+        return where.multiselect(label, options, key=key, help=helptext, accept_new_options=True,
+                                 placeholder="choose, or type a folder")
     if typing.get_origin(typing.get_type_hints(TrainConfig)[f.name]) is list:
         got = where.text_area(label, value="\n".join(map(str, value)), key=key, help=helptext,
                               placeholder="one per line", height=68)
@@ -78,13 +82,16 @@ def _float_step(value: float) -> float:
     return 0.05
 
 
-def config_form(data: list[str], extra: dict | None = None) -> tuple[dict, dict]:
+def config_form(data: list[str], extra: dict | None = None,
+                options: dict[str, list] | None = None) -> tuple[dict, dict]:
     """Draw basic fields (4 per row) and the advanced expander.
 
     Returns (values, errors): ``values`` holds every field drawn plus ``data`` and
     ``extra`` (the data section's settings); ``errors`` maps a field to the
-    ConfigError message, also shown under that field.
+    ConfigError message, also shown under that field. ``options`` offers choices for
+    list fields (the Train page: finished runs as distillation teachers).
     """
+    options = options or {}
     values = {"data": list(data), **(extra or {})}
     basic, advanced = group_fields("basic"), group_fields("advanced")
     slots = {}
@@ -97,7 +104,7 @@ def config_form(data: list[str], extra: dict | None = None) -> tuple[dict, dict]
         cols = st.columns(4)
         for i, f in enumerate(advanced):
             box = cols[i % 4].container()
-            values[f.name] = widget(f, box)
+            values[f.name] = widget(f, box, options=options.get(f.name))
             slots[f.name] = box
     errors = config_errors(values)
     for name, msg in errors.items():

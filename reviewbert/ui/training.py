@@ -16,6 +16,7 @@ from .. import figures as F
 from .. import jobs
 from .. import runs as R
 from ..data import DataError
+from ..distill import candidate_teachers
 from ..data.report import format_class_use
 from ..train import ConfigError, TrainConfig
 from . import config_form as CF
@@ -153,7 +154,8 @@ def data_report(values: dict) -> bool:
 def launch_section(root: Path) -> None:
     paths, extra = data_section()
     st.subheader("2 · Hyperparameters")
-    values, errors = CF.config_form(paths, extra)
+    values, errors = CF.config_form(
+        paths, extra, options={"teachers": candidate_teachers(root, paths)})
     ok = data_report(values)
     st.subheader("4 · Launch")
     c1, c2 = st.columns([3, 1])
