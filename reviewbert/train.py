@@ -887,7 +887,14 @@ def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accel
                               "saved state. Free some space, then continue with --resume")
         if accelerator.is_main_process:
             st = read_status(out_dir) or {}
-            if st.get("state") not in ("stopped", "failed", "finished"):
+            if resume and st.get("state") == "stopped" and not isinstance(e, KeyboardInterrupt):
+                # still a stopped run (last/ intact, resumable), but say why this resume failed
+                try:
+                    write_status(out_dir, {**st, "message": f"resume failed: "
+                                           f"{type(e).__name__}: {e}"})
+                except OSError:
+                    pass
+            elif st.get("state") not in ("stopped", "failed", "finished"):
                 interrupted = isinstance(e, KeyboardInterrupt)
                 try:  # on a full disk even this small file may not fit
                     write_status(out_dir, {**st, "state": "stopped" if interrupted else "failed",

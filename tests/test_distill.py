@@ -240,7 +240,9 @@ def test_resuming_without_its_teacher_says_so_and_keeps_the_saved_state(tmp_path
     with pytest.raises(ConfigError, match=f"teacher {mine}"):
         train(cfg, run, resume=True, log=quiet)
     # still a stopped run that --resume continues once the teacher is back; nothing lost
-    assert read_status(run)["state"] == "stopped"
+    st = read_status(run)
+    assert st["state"] == "stopped" and st["message"].startswith("resume failed: ConfigError")
+    assert str(mine) in st["message"]
     assert (run / "last" / "model.safetensors").read_bytes() == saved
     shutil.copytree(teacher, mine)
     train(cfg, run, resume=True, log=quiet)
