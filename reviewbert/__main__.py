@@ -39,7 +39,7 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
     given: they override --config, and on --resume only those may override the
     stored hyperparameters.
     """
-    from .train import GROUPS, TrainConfig
+    from .train import GROUPS, TrainConfig, list_fields
     titles = {"basic": "basic hyperparameters", "advanced": "advanced hyperparameters",
               "data": "data", "internal": "speed and bookkeeping"}
     sections = {g: p.add_argument_group(titles[g]) for g in GROUPS}
@@ -51,11 +51,11 @@ def _add_config_flags(p: argparse.ArgumentParser) -> None:
         kw = {"dest": f.name, "default": argparse.SUPPRESS}
         helptext = meta.pop("help", "")
         g = sections[meta.pop("group")]
-        typ = hints[f.name]
-        if typing.get_origin(typ) is list:  # --data FILE, --teacher DIR: repeat the flag
+        if f.name in list_fields():  # --data FILE, --teachers DIR: repeat the flag
             metavar = "FILE" if f.name == "data" else "DIR"
             g.add_argument(flag, action="append", metavar=metavar, help=helptext, **kw)
             continue
+        typ = hints[f.name]
         args = typing.get_args(typ)
         base = next((a for a in args if a is not type(None)), typ) if args else typ
         if base is bool:

@@ -26,6 +26,7 @@ reported figure). There is no trainer-side library for this: transformers'
 from __future__ import annotations
 
 from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -92,7 +93,7 @@ def candidate_teachers(root, data_paths, labels: int | None = None) -> list[str]
     out = []
     for run in R.list_runs(root, include_trials=True):
         meta = run.get("meta") or {}
-        files = sorted(f.get("name", "?") for f in (meta.get("data") or {}).get("files") or [])
+        files = [name for name, _ in _files(meta.get("data") or {})]
         if (run.get("kind") != "search" and (run.get("status") or {}).get("state") == "finished"
                 and (Path(run["path"]) / "best").is_dir() and files == names
                 and (labels is None or meta.get("labels") == labels)):

@@ -84,7 +84,7 @@ from typing import Any
 
 from . import runs
 from .model import atomic_write_json
-from .train import ConfigError, TrainConfig
+from .train import ConfigError, TrainConfig, list_fields
 
 SEARCH_FILE = "search.json"
 TRIAL_FILE = "trial.json"
@@ -199,19 +199,12 @@ def _fmt(v) -> str:
     return repr(v) if isinstance(v, float) else str(v)
 
 
-@functools.cache
-def _repeated_flags() -> frozenset[str]:
-    """TrainConfig's list fields: the CLI takes them as a flag repeated per item."""
-    hints = typing.get_type_hints(TrainConfig)
-    return frozenset(f.name for f in fields(TrainConfig) if typing.get_origin(hints[f.name]) is list)
-
-
 def config_args(values: dict) -> list[str]:
     """TrainConfig fields -> ``train`` flags (the inverse of __main__._add_config_flags)."""
     args: list[str] = []
     for name, v in values.items():
         flag = "--" + name.replace("_", "-")
-        if name in _repeated_flags():  # --data FILE, --teachers DIR: once per item
+        if name in list_fields():  # --data FILE, --teachers DIR: once per item
             for item in v or []:
                 args += [flag, str(item)]
         elif isinstance(v, bool):

@@ -305,6 +305,15 @@ def _field_types() -> dict[str, type]:
     return out
 
 
+@functools.cache
+def list_fields() -> frozenset[str]:
+    """TrainConfig's list fields (data, teachers): the CLI takes each as a flag repeated
+    once per item, the form as several values."""
+    import typing
+    return frozenset(name for name, typ in typing.get_type_hints(TrainConfig).items()
+                     if typing.get_origin(typ) is list)
+
+
 def field_errors(d: dict) -> dict[str, str]:
     """{field: message} for the given fields' values (type and range; no files checked)."""
     return {k: m for k, v in d.items() if (m := TrainConfig.validate_field(k, v))}

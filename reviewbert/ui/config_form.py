@@ -12,7 +12,7 @@ from dataclasses import MISSING, Field, fields
 
 import streamlit as st
 
-from ..train import TrainConfig, config_errors
+from ..train import TrainConfig, config_errors, list_fields
 from . import state as S
 
 LABELS = {  # shorter labels than the CLI's flag names, in the seed report's words
@@ -51,7 +51,7 @@ def widget(f: Field, where=st, key_prefix: str = S.CONFIG_FIELD, options: list |
     if options is not None:
         return where.multiselect(label, options, key=key, help=helptext, accept_new_options=True,
                                  placeholder="choose, or type a folder")
-    if typing.get_origin(typing.get_type_hints(TrainConfig)[f.name]) is list:
+    if f.name in list_fields():
         got = where.text_area(label, value="\n".join(map(str, value)), key=key, help=helptext,
                               placeholder="one per line", height=68)
         return [line.strip() for line in got.splitlines() if line.strip()]
