@@ -93,11 +93,17 @@ class DistillLoss(torch.nn.Module):
 
 
 def class_loss(num_labels: int, weights=None, ordinal_sigma: float = 0.0,
-               device=None) -> torch.nn.Module:
+               device=None, *, teacher_probs=None, train_labels=None,
+               distill_weight: float = 0.5) -> torch.nn.Module:
     """The training loss: cross-entropy (class-weighted when ``weights`` is given), on
-    hard labels, or on ordinal soft labels when ``ordinal_sigma`` > 0."""
+    hard labels, or on ordinal soft labels when ``ordinal_sigma`` > 0; with
+    ``teacher_probs`` (and every training review's label), :class:`DistillLoss`, which
+    is called with review indices in place of labels."""
     weight = None if weights is None else torch.tensor(weights, dtype=torch.float32,
                                                        device=device)
+    if teacher_probs is not None:
+        return DistillLoss(teacher_probs, train_labels, distill_weight, num_labels,
+                           ordinal_sigma, weight).to(device)
     if ordinal_sigma > 0:
         return OrdinalSoftLoss(num_labels, ordinal_sigma, weight)
     return torch.nn.CrossEntropyLoss(weight=weight)

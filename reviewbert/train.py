@@ -1012,7 +1012,7 @@ class _Run:
     optimizer: Any
     sampler: LengthGroupedSampler
     class_use: ClassUse       # how the training split's classes are used (class_balance)
-    loss_fn: torch.nn.Module  # losses.class_loss: weighted for "weighted", soft for ordinal_sigma
+    loss_fn: torch.nn.Module  # losses.class_loss: weighted, ordinal, or DistillLoss (indices)
     train_dl: Any
     steps_per_epoch: int
     total_steps: int
@@ -1145,9 +1145,10 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
                tokenizer=tokenizer, datasets=datasets, eval_dls=eval_dls, data_cfg=data_cfg,
                report=report, old_meta=old_meta, model=model,
                unwrapped=unwrapped, optimizer=optimizer, sampler=sampler,
-               class_use=class_use, loss_fn=_loss_fn(cfg, scheme, class_use, soft,
-                                                     datasets["train"].labels,
-                                                     accelerator.device),
+               class_use=class_use, loss_fn=losses.class_loss(
+                   scheme.num_labels, class_use.weights, cfg.ordinal_sigma, accelerator.device,
+                   teacher_probs=soft, train_labels=datasets["train"].labels,
+                   distill_weight=cfg.distill_weight),
                teachers=teachers,
                train_dl=train_dl, steps_per_epoch=len(train_dl),
                total_steps=len(train_dl) * cfg.epochs, device_desc=device_desc,
@@ -1197,16 +1198,6 @@ def _teacher_targets(cfg, data_cfg, scheme, splits, accelerator, say, out_dir):
         f"{time.time() - t0:.0f}s; target = {cfg.distill_weight:g} x teachers + "
         f"{1 - cfg.distill_weight:g} x label")
     return distill.describe_teachers(infos), probs
-
-
-def _loss_fn(cfg, scheme, class_use, soft, train_labels, device) -> torch.nn.Module:
-    """losses.class_loss, or with teachers losses.DistillLoss (called with review indices)."""
-    if soft is None:
-        return losses.class_loss(scheme.num_labels, class_use.weights, cfg.ordinal_sigma, device)
-    weight = None if class_use.weights is None else torch.tensor(class_use.weights,
-                                                                 dtype=torch.float32)
-    return losses.DistillLoss(soft, train_labels, cfg.distill_weight, scheme.num_labels,
-                              cfg.ordinal_sigma, weight).to(device)
 
 
 def _load_splits(cfg, splits, scheme, tokenizer, state, old_meta):
