@@ -11,10 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .model import CheckpointInfo, list_checkpoints
-
-SEARCH_FILE = "search.json"   # marks a search folder (written by reviewbert.search)
-TRIAL_FILE = "trial.json"     # marks a trial run folder inside it
+from .checkpoint import CheckpointInfo, list_checkpoints
+from .runs import SEARCH_FILE, TRIAL_FILE  # a search folder, and a trial run folder inside it
 
 
 @dataclass(frozen=True)
@@ -36,7 +34,7 @@ def _search_of(run_dir: Path) -> str | None:
 
 
 def entries(infos: list[CheckpointInfo], show_trials: bool = False) -> list[Entry]:
-    """Picker entries from ``model.list_checkpoints`` (newest first, order kept)."""
+    """Picker entries from ``checkpoint.list_checkpoints`` (newest first, order kept)."""
     out = []
     for info in infos:
         labels = f"{info.scheme.num_labels} labels"

@@ -6,13 +6,13 @@ by the page, or by a search worker on another machine shows up the same way.
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 import pandas as pd
 
-from . import runs as R
+from . import runs
+from .fsio import read_json
 
 METRICS = (("loss", "Cross-entropy"), ("auc", "AUC-ROC"), ("accuracy", "% correct"),
            ("relaxed_accuracy", "Relaxed % correct"))
@@ -20,10 +20,7 @@ PERCENT = {"accuracy", "relaxed_accuracy"}
 
 
 def _trial(run_dir: Path) -> dict:
-    try:
-        return json.loads((Path(run_dir) / "trial.json").read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return {}
+    return read_json(Path(run_dir) / runs.TRIAL_FILE) or {}
 
 
 def _wall_seconds(status: dict) -> float | None:
@@ -41,7 +38,7 @@ def run_row(run: dict) -> dict:
     hp = meta.get("hyperparameters") or {}
     best = meta.get("best") or {}
     trial = _trial(run["path"])
-    metrics = R.read_metrics(run["path"])
+    metrics = runs.read_metrics(run["path"])
     epochs_done = max((m["epoch"] for m in metrics if isinstance(m.get("epoch"), int)), default=0)
     row = {
         "run": run["name"],
@@ -78,7 +75,7 @@ def curves(run_dirs: list, names: list[str] | None = None) -> pd.DataFrame:
     rows = []
     for i, d in enumerate(run_dirs):
         name = names[i] if names else Path(d).name
-        for m in R.read_metrics(d):
+        for m in runs.read_metrics(d):
             for key, _ in METRICS:
                 v = m.get(key)
                 if v is not None and isinstance(m.get("epoch"), int):

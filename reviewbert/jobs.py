@@ -13,8 +13,9 @@ import re
 import time
 from pathlib import Path
 
-from . import runs as R
-from .train import ConfigError, TrainConfig
+from . import runs
+from .config import TrainConfig
+from .errors import ConfigError
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
 
@@ -40,13 +41,16 @@ def check_name(root: Path, name: str) -> Path:
     return path
 
 
-def start_run(values: dict, root: Path, name: str):
-    """Validate, write the config, launch queued. Returns (run folder, Popen)."""
-    cfg = TrainConfig(**values)  # ConfigError with the field's message
+def start_run(cfg: TrainConfig | dict, root: Path, name: str):
+    """Write the config, launch queued. Returns (run folder, Popen). ``cfg`` is the form's
+    TrainConfig (checked once, by ``config.check``), or a dict of its fields (made into
+    one here: ConfigError with the field's message)."""
+    if not isinstance(cfg, TrainConfig):
+        cfg = TrainConfig(**cfg)
     if not cfg.data:
         raise ConfigError("data: choose at least one data file")
     run_dir = check_name(root, name)
     run_dir.mkdir(parents=True)
-    config_path = R.write_config(run_dir, cfg)
-    proc = R.launch_training(["--config", str(config_path)], run_dir, queue=True)
+    config_path = runs.write_config(run_dir, cfg)
+    proc = runs.launch_training(["--config", str(config_path)], run_dir, queue=True)
     return run_dir, proc

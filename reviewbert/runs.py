@@ -32,7 +32,7 @@ One run = one folder (``checkpoints/NAME``, the ``--out`` of ``train``)::
       tensorboard/        TensorBoard event files, only with ``--report-to tensorboard``
       best/               HF checkpoint (weights + tokenizer + reviewbert.json) of the best epoch
       last/               HF checkpoint + training_state.{json,safetensors} to resume from
-      .best.tmpXXXX/, .last.tmpXXXX/   a save being written (model.save_checkpoint_atomic);
+      .best.tmpXXXX/, .last.tmpXXXX/   a save being written (checkpoint.save_checkpoint_atomic);
                           renamed to best/ or last/ when complete. One left by a killed save
                           is removed when the run resumes.
       best.old/, last.old/  the previous checkpoint for the instant between a save's two
@@ -89,7 +89,9 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 
-from .model import META_FILE, atomic_write_json, atomic_write_text
+from .checkpoint import META_FILE, read_meta
+from .device import LAUNCHED_ENV, pick_device
+from .fsio import atomic_write_json, atomic_write_text, read_json
 
 STATUS_FILE = "status.json"
 METRICS_FILE = "metrics.jsonl"
@@ -101,7 +103,6 @@ TRIAL_FILE = "trial.json"
 STATES = ("queued", "running", "finished", "stopped", "failed", "cancelled")
 ACTIVE = ("queued", "running")
 QUEUE_DIR_ENV = "REVIEWBERT_QUEUE_DIR"
-LAUNCHED_ENV = "REVIEWBERT_LAUNCHED"  # set for children of launch(): train.py lowers their priority
 
 
 class RunBusyError(RuntimeError):
@@ -238,6 +239,16 @@ def write_status(run_dir, status: dict) -> dict:
 _OWN_START: dict[int, float | None] = {}
 
 
+def fail_own_status(run_dir, message: str) -> None:
+    """A launched ``train`` or ``search`` that fails before its work starts (a bad config,
+    the queue refused) leaves status.json saying what :func:`launch` wrote for it
+    ("queued"/"running", this pid): record the error instead. Only a status of this very
+    process is touched, never a finished run's."""
+    st = read_status(run_dir) if run_dir and Path(run_dir).is_dir() else None
+    if st and st.get("pid") == os.getpid() and st.get("state") in ACTIVE:
+        write_status(run_dir, {**st, "state": "failed", "eta_seconds": None, "message": message})
+
+
 def _own_start() -> float | None:
     pid = os.getpid()  # keyed by pid: a forked child must not inherit its parent's value
     if pid not in _OWN_START:
@@ -252,7 +263,7 @@ def read_status(run_dir) -> dict | None:
     (SIGKILL, machine crash), a zombie, or whose pid was reused by another process,
     is reported as state ``killed``; ``--resume`` continues it.
     """
-    st = _read_json(run_paths(run_dir).status)
+    st = read_json(run_paths(run_dir).status)
     if st is None:
         return None
     if st.get("state") in ACTIVE and not pid_alive(st.get("pid"), st.get("started")):
@@ -362,20 +373,6 @@ def truncate_steps(run_dir, through_step: int) -> list[dict]:
 
 
 # -------------------------------------------------------------------------- runs
-def read_meta(run_dir) -> dict:
-    """The run's reviewbert.json, or {} if it is missing or not a JSON object (a
-    hand-edited or damaged file must not break the pages that list runs)."""
-    return _read_json(run_paths(run_dir).meta) or {}
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # (JSONDecodeError, UnicodeDecodeError)
-        return None
-    return d if isinstance(d, dict) else None
-
-
 def write_config(run_dir, cfg) -> Path:
     """Write ``run_dir/train_config.json`` (a TrainConfig, or a dict of its fields)
     atomically, for ``train --config``. Returns its path. Data paths are made
@@ -406,7 +403,7 @@ def list_runs(root: str | os.PathLike = "checkpoints", include_trials: bool = Fa
     for d in root.iterdir():
         if not d.is_dir() or d.name.startswith("."):
             continue
-        search = _read_json(d / SEARCH_FILE)
+        search = read_json(d / SEARCH_FILE)
         if search is not None:
             search = {**search, "name": d.name, "path": d}
         if (d / STATUS_FILE).exists() or search is not None:
@@ -416,7 +413,7 @@ def list_runs(root: str | os.PathLike = "checkpoints", include_trials: bool = Fa
             for t in sorted(d.iterdir()):
                 if t.is_dir() and t.name.startswith("trial-") and (t / STATUS_FILE).exists():
                     runs.append(_run_item(t, f"{d.name}/{t.name}", "trial", search,
-                                          _read_json(t / TRIAL_FILE)))
+                                          read_json(t / TRIAL_FILE)))
     return sorted(runs, key=lambda r: r["status"].get("updated", 0), reverse=True)
 
 
@@ -428,8 +425,8 @@ def run_has_state(run_dir) -> bool:
 
 
 def _run_item(d: Path, name: str, kind: str, search, trial) -> dict:
-    return {"name": name, "path": d, "status": read_status(d) or {}, "meta": read_meta(d),
-            "kind": kind, "search": search, "trial": trial}
+    return {"name": name, "path": d, "status": read_status(d) or {},
+            "meta": read_meta(d, strict=False), "kind": kind, "search": search, "trial": trial}
 
 
 def read_log_tail(run_dir, max_chars: int = 4000) -> str:
@@ -474,7 +471,6 @@ def delete_run(run_dir) -> None:
 # ------------------------------------------------------------------ device queue
 def queue_device() -> str:
     """The device a training started here would use, as the queue names it."""
-    from .model import pick_device
     kind = pick_device().type
     if kind == "cuda":
         return "cuda:" + (os.environ.get("CUDA_VISIBLE_DEVICES") or "0").replace(" ", "")
@@ -525,7 +521,7 @@ def _tickets(qdir: Path) -> list[tuple[Path, dict]]:
     """Tickets of live processes, oldest first; those of dead ones are removed."""
     live = []
     for p in sorted(qdir.glob("[0-9]*.json")):
-        t = _read_json(p)
+        t = read_json(p)
         if t is None:
             continue  # vanished between glob and read
         if pid_alive(t.get("pid"), t.get("started")):

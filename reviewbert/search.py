@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import argparse
 import fcntl
-import functools
 import json
 import math
 import os
@@ -75,19 +74,19 @@ import socket
 import subprocess
 import sys
 import threading
-import typing
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import runs
-from .model import atomic_write_json
-from .train import ConfigError, TrainConfig, list_fields
+from . import config, runs
+from .checkpoint import read_meta
+from .config import TrainConfig
+from .errors import ConfigError
+from .fsio import atomic_write_json, read_json
+from .runs import SEARCH_FILE, TRIAL_FILE
 
-SEARCH_FILE = "search.json"
-TRIAL_FILE = "trial.json"
 STUDY_DB = "study.db"
 LOCK_FILE = ".search.lock"
 FORMAT = "reviewbert-search/1"
@@ -99,64 +98,28 @@ STOP_GRACE_S = 120.0  # a trial asked to stop finishes its step and saves last/ 
 
 
 # ===================================================================== parsing
-@functools.cache
-def _field_kinds() -> dict[str, tuple[type, bool, tuple | None]]:
-    """Searchable TrainConfig fields: name -> (type, accepts None, choices).
-
-    ``data`` (a list) and ``fractions`` (a triple) are left out: one value of
-    them is not a point on an axis.
-    """
-    hints = typing.get_type_hints(TrainConfig)
-    kinds = {}
-    for f in fields(TrainConfig):
-        typ = hints[f.name]
-        if typing.get_origin(typ) in (list, tuple):
-            continue
-        args = typing.get_args(typ)
-        base = next(a for a in args if a is not type(None)) if args else typ
-        kinds[f.name] = (base, type(None) in args, f.metadata.get("choices"))
-    return kinds
-
-
 def _field_name(raw: str, where: str) -> str:
     name = raw.strip().replace("-", "_")
-    if name not in _field_kinds():
+    if name not in config.searchable():
         known = name in {f.name for f in fields(TrainConfig)}  # data, fractions
         raise ConfigError(f"{where}: " + (f"{name} cannot be searched" if known else
-                          "unknown hyperparameter; searchable: " + ", ".join(_field_kinds())))
+                          "unknown hyperparameter; searchable: " + ", ".join(config.searchable())))
     return name
 
 
 def parse_value(name: str, text: str, flag: str = "--grid"):
-    """``text`` as a value of TrainConfig field ``name``, checked by TrainConfig itself."""
-    typ, optional, choices = _field_kinds()[name]
-    t = text.strip()
+    """``text`` as a value of TrainConfig field ``name``, checked by the field's own rule."""
+    spec = config.searchable()[name]
     where = f"{flag} {name}={text}"
-    if optional and t.lower() in ("none", "null"):
-        return None
     try:
-        if typ is bool:
-            if t.lower() not in ("true", "false", "yes", "no", "1", "0"):
-                raise ValueError
-            value = t.lower() in ("true", "yes", "1")
-        elif typ is int:
-            value = int(t)
-        elif typ is float:
-            value = float(t)
-            if not math.isfinite(value):
-                raise ValueError
-        else:
-            if not t:
-                raise ValueError
-            value = t
+        value = spec.parse(text)
     except ValueError:
-        raise ConfigError(f"{where}: {text!r} is not a valid {typ.__name__}") from None
-    if choices and value not in choices:
-        raise ConfigError(f"{where}: must be one of {', '.join(map(str, choices))}")
-    try:  # the dataclass's own checks (epochs >= 1, labels 5 or 3, ...)
-        TrainConfig(**{name: value})
-    except ConfigError as e:
-        raise ConfigError(f"{where}: {e}") from None
+        raise ConfigError(f"{where}: {text!r} is not a valid {spec.type.__name__}") from None
+    if spec.choices and value not in spec.choices:
+        raise ConfigError(f"{where}: must be one of {', '.join(map(str, spec.choices))}")
+    error = spec.error(value)  # the field's own rule (epochs >= 1, labels 5 or 3, ...)
+    if error:
+        raise ConfigError(f"{where}: {error}")
     return value
 
 
@@ -179,7 +142,7 @@ def parse_range(item: str) -> tuple[str, dict]:
     if not sep or len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
         raise ConfigError(f"--range expects NAME=LOW:HIGH or NAME=LOW:HIGH:log, got {item!r}")
     name = _field_name(raw, f"--range {item}")
-    if _field_kinds()[name][0] not in (int, float):
+    if config.searchable()[name].type not in (int, float):
         raise ConfigError(f"--range {item}: {name} is not a number; use --grid for its values")
     low, high = (parse_value(name, p, "--range") for p in parts[:2])
     log = len(parts) == 3
@@ -188,32 +151,6 @@ def parse_range(item: str) -> tuple[str, dict]:
     if log and low <= 0:
         raise ConfigError(f"--range {item}: a log range needs LOW > 0")
     return name, {"low": low, "high": high, "log": log}
-
-
-def _fmt(v) -> str:
-    """A value as parse_value reads it back (floats keep every digit)."""
-    if v is None:
-        return "none"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return repr(v) if isinstance(v, float) else str(v)
-
-
-def config_args(values: dict) -> list[str]:
-    """TrainConfig fields -> ``train`` flags (the inverse of __main__._add_config_flags)."""
-    args: list[str] = []
-    for name, v in values.items():
-        flag = "--" + name.replace("_", "-")
-        if name in list_fields():  # --data FILE, --teachers DIR: once per item
-            for item in v or []:
-                args += [flag, str(item)]
-        elif isinstance(v, bool):
-            args.append(flag if v else "--no-" + name.replace("_", "-"))
-        elif isinstance(v, (list, tuple)):  # fractions: one flag, three values
-            args += [flag, *map(_fmt, v)]
-        elif v is not None:  # every optional field defaults to None: leaving it out says None
-            args += [flag, _fmt(v)]
-    return args
 
 
 # ======================================================================== spec
@@ -235,8 +172,7 @@ class SearchSpec:
     # -- CLI round trip -----------------------------------------------------------
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> "SearchSpec":
-        base = {f.name: getattr(args, f.name) for f in fields(TrainConfig)
-                if hasattr(args, f.name)}
+        base = config.given(args)
         grid, ranges = {}, {}
         for flag, items, parse, into in (("--grid", args.grid, parse_grid, grid),
                                          ("--range", args.range, parse_range, ranges)):
@@ -256,9 +192,8 @@ class SearchSpec:
     def from_args(cls, argv: list[str]) -> "SearchSpec":
         """Parse what :meth:`to_args` wrote (no --out, --queue, --json)."""
         p = argparse.ArgumentParser(prog="search", exit_on_error=False)
-        _add_search_flags(p)
-        from .__main__ import _add_config_flags
-        _add_config_flags(p)
+        add_arguments(p)
+        config.add_arguments(p)
         try:
             return cls.from_namespace(p.parse_args([str(a) for a in argv]))
         except argparse.ArgumentError as e:
@@ -266,11 +201,11 @@ class SearchSpec:
 
     def to_args(self) -> list[str]:
         """argv after ``search`` for this spec; the caller adds --out (and --queue)."""
-        args = config_args(self.base)
+        args = config.to_argv(self.base)
         for name, values in self.grid.items():
-            args += ["--grid", f"{name}={','.join(map(_fmt, values))}"]
+            args += ["--grid", f"{name}={','.join(map(config.format_value, values))}"]
         for name, r in self.ranges.items():
-            args += ["--range", f"{name}={_fmt(r['low'])}:{_fmt(r['high'])}"
+            args += ["--range", f"{name}={config.format_value(r['low'])}:{config.format_value(r['high'])}"
                      + (":log" if r["log"] else "")]
         defaults = SearchSpec()
         for name in ("sampler", "trials", "objective", "prune_startup", "storage",
@@ -337,22 +272,22 @@ class SearchSpec:
         values["data"] = [str(Path(f).resolve()) for f in values["data"]]
         if values.get("base_model") and Path(values["base_model"]).exists():
             values["base_model"] = str(Path(values["base_model"]).resolve())
-        return config_args(values)
+        return config.to_argv(values)
 
     def trial_epochs(self, params: dict) -> int:
         return TrainConfig(**{**self.base, **params}).epochs
 
     def distributions(self) -> dict:
-        from optuna.distributions import (CategoricalDistribution, FloatDistribution,
-                                          IntDistribution)
+        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
         dist = {n: CategoricalDistribution(v) for n, v in self.grid.items()}
         for n, r in self.ranges.items():
-            kind = IntDistribution if _field_kinds()[n][0] is int else FloatDistribution
+            kind = IntDistribution if config.searchable()[n].type is int else FloatDistribution
             dist[n] = kind(r["low"], r["high"], log=r["log"])
         return dist
 
 
-def _add_search_flags(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of a SearchSpec (what to search and how), beside TrainConfig's."""
     p.add_argument("--grid", action="append", metavar="NAME=V1,V2",
                    help="values of a TrainConfig field to try (repeat for more fields); the "
                         "grid sampler runs every combination, TPE picks among them")
@@ -444,13 +379,6 @@ def _claim_folder(spec: SearchSpec, search_dir: Path) -> dict:
 
 def _write_trial(run_dir: Path, record: dict) -> None:
     atomic_write_json(run_dir / TRIAL_FILE, record)
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 # ======================================================================= study
@@ -547,12 +475,12 @@ class TrainingTrial:
     def result(self) -> dict:
         """After exit: {"returncode", "best" (reviewbert.json's), "state", "log_tail"}."""
         rc = self.proc.wait()
-        return {"returncode": rc, "best": runs.read_meta(self.run_dir).get("best"),
+        return {"returncode": rc, "best": read_meta(self.run_dir, strict=False).get("best"),
                 "state": (runs.read_status(self.run_dir) or {}).get("state"),
                 "log_tail": runs.read_log_tail(self.run_dir, 2000)}
 
 
-class _Signals:
+class Signals:
     """SIGINT/SIGTERM: stop the current trial gracefully, then the search; a second
     Ctrl-C while waiting for the trial kills it."""
 
@@ -732,7 +660,7 @@ class SearchWorker:
         so the count of trials left and the status do not wait for them forever."""
         from optuna.trial import TrialState
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            rec = _read_json(trial_dir(self.dir, t.number) / TRIAL_FILE)
+            rec = read_json(trial_dir(self.dir, t.number) / TRIAL_FILE)
             if rec and rec.get("host") == self.host and not _worker_alive(rec):
                 self.study.tell(t.number, state=TrialState.FAIL)
                 _write_trial(trial_dir(self.dir, t.number),
@@ -760,7 +688,7 @@ class SearchWorker:
         """status.json for the whole search: counts from the study; "running" while any
         local worker of it runs (with that worker's pid, so a dead one reads "killed")."""
         with _folder_lock(self.dir):
-            old = _read_json(runs.run_paths(self.dir).status) or {}
+            old = read_json(runs.run_paths(self.dir).status) or {}
             others = {pid: dict(w) for pid, w in (old.get("workers") or {}).items()
                       if pid != str(self.pid) and isinstance(w, dict)}
             for pid, w in others.items():
@@ -781,7 +709,7 @@ def _worker_alive(rec: dict) -> bool:
 
 
 def _params_text(params: dict) -> str:
-    return ", ".join(f"{k}={_fmt(v)}" for k, v in params.items())
+    return ", ".join(f"{k}={config.format_value(v)}" for k, v in params.items())
 
 
 # ==================================================================== reading
@@ -794,11 +722,11 @@ def read_search(search_dir, *, study: bool = False) -> dict:
     study and adds the trials other machines ran (their "run" is on that host).
     """
     search_dir = Path(search_dir)
-    spec = _read_json(search_dir / SEARCH_FILE) or {}
+    spec = read_json(search_dir / SEARCH_FILE) or {}
     host = socket.gethostname()
     rows = {}
     for d in sorted(search_dir.glob("trial-*")):
-        rec = _read_json(d / TRIAL_FILE)
+        rec = read_json(d / TRIAL_FILE)
         if not rec:
             continue
         if rec.get("state") == "running" and rec.get("host") == host and not _worker_alive(rec):
@@ -838,7 +766,7 @@ def format_table(summary: dict) -> str:
     names = list(summary["spec"].get("grid", {})) + list(summary["spec"].get("ranges", {}))
     head = ["trial", *names, "state", objective, "test"]
     num = lambda v: "" if v is None else f"{v:.4f}"  # noqa: E731
-    body = [[str(r["number"]), *(_fmt(r["params"].get(n)) for n in names), r["state"],
+    body = [[str(r["number"]), *(config.format_value(r["params"].get(n)) for n in names), r["state"],
              num(r["value"]), num(r["test"])] for r in summary["trials"]]
     widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
@@ -852,72 +780,3 @@ def format_table(summary: dict) -> str:
     else:
         lines.append("best: no trial completed")
     return "\n".join(lines)
-
-
-# ======================================================================== CLI
-def add_parser(sub) -> argparse.ArgumentParser:
-    from .__main__ import _add_config_flags
-    s = sub.add_parser(
-        "search", help="hyperparameter search (Optuna): one training run per trial",
-        description="Runs one `train` per trial into --out/trial-NNNN, reporting each epoch's "
-                    "validation metric to Optuna. Every train flag applies to all trials. "
-                    "Several workers (same command, same --storage) share the trials. "
-                    "Ctrl-C or SIGTERM stops the current trial and the search.")
-    s.add_argument("--out", required=True, metavar="DIR", help="search folder, e.g. "
-                   "checkpoints/my-search (rerun to continue, or to add a worker)")
-    _add_search_flags(s)
-    s.add_argument("--queue", action="store_true",
-                   help="wait for the device (after runs already queued) and hold it for "
-                        "every trial")
-    s.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
-    _add_config_flags(s)
-    s.set_defaults(func=cmd_search)
-    return s
-
-
-def cmd_search(args) -> int:
-    import optuna
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # we print our own trial lines
-    out = Path(args.out)
-    try:
-        spec = SearchSpec.from_namespace(args)
-        worker = SearchWorker(spec, out)  # before queueing: a bad --out or --storage fails now
-    except ConfigError as e:
-        _mark_failed(out, e)
-        raise
-    if args.queue:
-        state = _run_queued(worker)
-    else:
-        with _Signals(worker.stop):
-            state = worker.run()
-    if state == "cancelled":
-        print("cancelled while queued: no trial ran", file=sys.stderr)
-        return 130
-    summary = read_search(out)
-    print(format_table(summary))
-    if args.json:
-        print(json.dumps({"search": summary["name"], "path": summary["path"], "state": state,
-                          "objective": spec.objective, "direction": spec.direction,
-                          "trials": summary["trials"], "best": summary["best"]}))
-    if state == "stopped":
-        return 130
-    return 0 if summary["best"] else 1
-
-
-def _mark_failed(out: Path, e: Exception) -> None:
-    """A search started by runs.launch that fails on its input leaves the status launch()
-    wrote for it ("queued"/"running", our pid): record the error instead."""
-    st = runs.read_status(out) if out.is_dir() else None
-    if st and st.get("pid") == os.getpid() and st.get("state") in ("queued", "running"):
-        runs.write_status(out, {**st, "state": "failed", "message": str(e)})
-
-
-def _run_queued(worker: SearchWorker) -> str:
-    """Wait for the device slot like a queued ``train``, then hold it for every trial
-    (the trials themselves are launched without --queue)."""
-    try:
-        with runs.device_slot(worker.dir, runs.queue_device()):
-            with _Signals(worker.stop):
-                return worker.run()
-    except runs.RunCancelled:  # SIGINT/SIGTERM/cancel_run while queued: status says cancelled
-        return "cancelled"

@@ -9,7 +9,7 @@ probabilities its teachers give that review:
     q(x, y) = α · mean_t p_t(x) + (1 − α) · onehot(y)
 
 (the ordinal soft label in place of the one-hot when ``ordinal_sigma`` > 0), with the
-cross-entropy against q as the loss (:class:`reviewbert.losses.DistillLoss`).
+cross-entropy against q as the loss (:class:`reviewbert.training.losses.DistillLoss`).
 
 The teachers are checkpoints of earlier runs. They must have been trained on the
 same split (same files and contents, split seed, fractions, read options, labels),
@@ -30,7 +30,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .model import CheckpointError, checkpoint_info, load_checkpoint
+from .. import runs
+from ..batch_predict import predict_in_order
+from ..checkpoint import checkpoint_info, load_checkpoint
+from ..errors import CheckpointError
+from ..progress import TqdmProgress
 
 # reviewbert.json "data" keys that fix the validation and test reviews
 SPLIT_KEYS = ("labels", "seed", "fractions", "max_per_class", "min_tokens", "options", "hash")
@@ -86,12 +90,11 @@ def candidate_teachers(root, data_paths, labels: int | None = None) -> list[str]
     ``data_paths``: finished, with a best/ checkpoint, trained on files of the same
     names (and the same label count, when given). Their contents and split settings
     are checked at launch (:func:`check_teachers`); this is the Train page's list."""
-    from . import runs as R
     names = sorted(Path(p).name for p in data_paths)
     if not names:
         return []
     out = []
-    for run in R.list_runs(root, include_trials=True):
+    for run in runs.list_runs(root, include_trials=True):
         meta = run.get("meta") or {}
         files = [name for name, _ in _files(meta.get("data") or {})]
         if (run.get("kind") != "search" and (run.get("status") or {}).get("state") == "finished"
@@ -110,7 +113,6 @@ def teacher_probs(infos: list, texts: list[str], device, *, batch_size: int = 64
     """[n, labels] float32: the mean of the teachers' probabilities for ``texts``, each
     teacher reading them at its own max_length, under bf16 where that is fast; a
     progress bar with ETA per teacher, and ``on_progress(n)`` after each batch."""
-    from .evaluate import TqdmProgress, predict_in_order
     total = np.zeros((len(texts), infos[0].scheme.num_labels), dtype=np.float64)
     for i, info in enumerate(infos, 1):
         model, tok, _ = load_checkpoint(info.path, device=device)
