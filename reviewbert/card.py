@@ -5,17 +5,17 @@ Every figure in the card comes from a JSON result produced by a command
 ``bench/generalisation.py``). The card embeds those figures in a machine-readable
 comment, so a test can re-run the evaluation and check the card still tells the truth:
 
-    python -m reviewbert.card --checkpoint checkpoints/demo \
+    python -m reviewbert card --checkpoint checkpoints/demo \
         --evaluation eval.json --baseline tfidf.json [--generalisation gen.json]
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 from pathlib import Path
 
-from .model import atomic_write_text, checkpoint_info, trained_precision
+from .checkpoint import checkpoint_info
+from .fsio import atomic_write_text
 
 CARD_TAG = "reviewbert-card"
 # The seed report's Table 1 (test split, its own bert-base-uncased run on Cell Phones).
@@ -298,7 +298,8 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         "Measured with `python -m reviewbert evaluate --checkpoint checkpoints/"
         f"{Path(info.path).name} --data <the five files> --split test --precision fp32 --json`.",
         "",
-        "| metric | this checkpoint | TF-IDF + logistic regression (same split) | seed report, Table 1 (bert-base, its own split) |",
+        "| metric | this checkpoint | TF-IDF + logistic regression (same split) "
+        "| seed report, Table 1 (bert-base, its own split) |",
         "|---|---|---|---|",
     ]
     for key, label in METRIC_ROWS:
@@ -318,7 +319,8 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
            f"{baseline.get('class_weight') or 'none'}" if baseline and "C" in baseline else "")
         + ") is `bench/tfidf_baseline.py --checkpoint "
         f"checkpoints/{Path(info.path).name}`, trained on the same reviews. The seed report's "
-        "figures come from a different model and split, so they are a yardstick, not a controlled comparison; its cross-entropy "
+        "figures come from a different model and split, so they are a yardstick, not a "
+        "controlled comparison; its cross-entropy "
         "was reported on another scale.",
         "",
         "### Confusion matrix (test split; rows true, columns predicted)",
@@ -359,44 +361,3 @@ def write_card(ckpt, evaluation, baseline=None, generalisation=None, **kw) -> Pa
     out = Path(checkpoint_info(ckpt).path) / "README.md"
     atomic_write_text(out, render_card(ckpt, evaluation, baseline, generalisation, **kw))
     return out
-
-
-def _last_json_line(path: str) -> dict:
-    """A JSON file (bench/ablation.py's indented ablation.json), or a command's output
-    whose last line is one JSON object (evaluate --json, the benches)."""
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        return json.loads(text)
-    except ValueError:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        return json.loads(lines[-1])
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m reviewbert.card", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--checkpoint", required=True)
-    ap.add_argument("--evaluation", required=True, help="output of `evaluate --json`")
-    ap.add_argument("--baseline", help="output of bench/tfidf_baseline.py")
-    ap.add_argument("--generalisation", help="output of bench/generalisation.py")
-    ap.add_argument("--ablation", help="output of bench/ablation.py")
-    ap.add_argument("--train-status", action="append", help="the training run's status.json "
-                    "(its minutes, on this machine); repeat it for a distilled model's teachers")
-    a = ap.parse_args(argv)
-    training = None
-    if a.train_status:
-        from .evaluate import cpu_description
-        precision = trained_precision(checkpoint_info(a.checkpoint).meta)
-        training = training_time([json.loads(Path(p).read_text()) for p in a.train_status],
-                                 cpu_description(), precision)
-    out = write_card(a.checkpoint, _last_json_line(a.evaluation),
-                     _last_json_line(a.baseline) if a.baseline else None,
-                     _last_json_line(a.generalisation) if a.generalisation else None,
-                     ablation=_last_json_line(a.ablation) if a.ablation else None,
-                     training=training)
-    print(out)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

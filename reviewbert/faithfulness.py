@@ -23,7 +23,7 @@ measure is one subtraction of two forward passes.
 Cache, next to the checkpoint (the folder holding config.json)::
 
     CHECKPOINT/faithfulness/
-      <key>.json            one finished run, written atomically (model.atomic_write_json):
+      <key>.json            one finished run, written atomically (fsio.atomic_write_json):
           {"format": "reviewbert-faithfulness/1",
            "key":            the file's name, see below,
            "weights_sha256": sha256 over the checkpoint's *.safetensors (file name + bytes,
@@ -61,11 +61,9 @@ is computed and returned, uncached (``FaithfulnessRun.cache_error`` says why).
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -74,7 +72,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import explain as E
+from . import explain
+from .fsio import atomic_write_json
 
 KS = (5, 10, 20, 50)
 MEASURES = ("comprehensiveness", "sufficiency")
@@ -89,17 +88,17 @@ N_BOOT = 2000
 # ------------------------------------------------------------------ settings
 @dataclass(frozen=True)
 class Settings:
-    methods: tuple[str, ...] = E.METHOD_NAMES
+    methods: tuple[str, ...] = explain.METHOD_NAMES
     ks: tuple[int, ...] = KS
     random_draws: int = RANDOM_DRAWS
     seed: int = 0
     layer: int | None = None      # raw attention and value norm; None: the last layer
     head: int | None = None       # None: mean of heads
-    ig_steps: int = E.IG_STEPS
-    ig_max_steps: int = E.IG_MAX_STEPS   # IG doubles its steps up to this while delta > 5 %
+    ig_steps: int = explain.IG_STEPS
+    ig_max_steps: int = explain.IG_MAX_STEPS   # IG doubles its steps up to this while delta > 5 %
 
     def build_methods(self) -> list:
-        chosen = {m.name: m for m in E.all_methods(self.layer, self.head, self.ig_steps,
+        chosen = {m.name: m for m in explain.all_methods(self.layer, self.head, self.ig_steps,
                                                    self.ig_max_steps)}
         unknown = [n for n in self.methods if n not in chosen]
         if unknown:
@@ -177,14 +176,14 @@ def review_record(predictor, text: str, i: int, methods: list, settings: Setting
     n_words = len(pred.words)
     if n_words == 0:
         return None
-    ids = E.token_ids(predictor, pred)
+    ids = explain.token_ids(predictor, pred)
     prob_of = ProbOf(predictor, pred.label_id)
     rec = {"i": i, "n_words": n_words, "n_tokens": pred.n_tokens, "target": int(pred.label_id),
            "p": prob_of(ids), "comprehensiveness": {}, "sufficiency": {},
            "ig_relative_delta": None, "ig_steps": None}
     for m in methods:
         ts = m.run(predictor, pred)
-        c, s = erasure_curves(prob_of, ids, pred.word_ids, E.ranking(ts.scores), settings.ks)
+        c, s = erasure_curves(prob_of, ids, pred.word_ids, explain.ranking(ts.scores), settings.ks)
         rec["comprehensiveness"][m.name], rec["sufficiency"][m.name] = c, s
         if ts.relative_delta is not None:
             rec["ig_relative_delta"], rec["ig_steps"] = ts.relative_delta, ts.n_steps
@@ -378,7 +377,6 @@ def run(predictor, ckpt, texts: list[str], settings: Settings = Settings(), *,
                              seconds=float(sum(r.get("seconds", 0.0) for r in reviews)),
                              cache_error=cache_error)
     if use_cache and not cache_error:
-        from .model import atomic_write_json
         try:
             atomic_write_json(final, result.to_json())
             partial.unlink(missing_ok=True)
@@ -473,7 +471,8 @@ def verdict(result: FaithfulnessRun, summary: dict | None = None) -> list[str]:
             f"random words: {rnd_s:.3f})")
     vs_best = versus_random(result, best)
     if _beats(vs_best["sufficiency"]) in ("worse", "tie"):
-        line += (f" — but on sufficiency it is {'worse than' if _beats(vs_best['sufficiency']) == 'worse' else 'no better than'}"
+        than = "worse than" if _beats(vs_best["sufficiency"]) == "worse" else "no better than"
+        line += (f" — but on sufficiency it is {than}"
                  " random: its top words alone do not keep the prediction better than random words")
     out = [line + "."]
     if "raw_attention" in names:
@@ -500,9 +499,9 @@ def verdict(result: FaithfulnessRun, summary: dict | None = None) -> list[str]:
         out.append(f"{head}: {detail}.")
     d = result.ig_deltas()
     if d.size:
-        over = float((d > E.DELTA_WARN).mean())
+        over = float((d > explain.DELTA_WARN).mean())
         if over > 0:
-            out.append(f"IG's convergence delta stayed above {E.DELTA_WARN:.0%} of f(x) − "
+            out.append(f"IG's convergence delta stayed above {explain.DELTA_WARN:.0%} of f(x) − "
                        f"f(baseline) on {over:.0%} of the reviews (at up to "
                        f"{result.settings.get('ig_max_steps', result.settings['ig_steps'])} "
                        "steps): those attributions do not quite add up.")
@@ -549,101 +548,3 @@ def format_table(result: FaithfulnessRun, summary: dict | None = None) -> str:
     lines += ["  ".join(str(r[c]).ljust(width[c]) for c in cols) for r in rows]
     return "\n".join(lines)
 
-
-# ---------------------------------------------------------------------- CLI
-def add_parser(sub) -> argparse.ArgumentParser:
-    f = sub.add_parser(
-        "faithfulness", help="ERASER comprehensiveness/sufficiency of every explanation method",
-        description="Rebuilds the checkpoint's test split, draws --n reviews, explains each "
-                    "prediction with every method and measures how much the top-ranked words "
-                    "matter (ERASER), against random rankings. Results are cached in "
-                    "CHECKPOINT/faithfulness/ (an interrupted run resumes).")
-    f.add_argument("--checkpoint", required=True, metavar="DIR",
-                   help="checkpoint folder, or a run folder (then its best/)")
-    f.add_argument("--data", action="append", metavar="FILE", default=None,
-                   help="the checkpoint's training files, if not where its reviewbert.json "
-                        "says (default: the recorded files)")
-    f.add_argument("--n", type=int, default=300, help="test reviews to score (default: 300)")
-    f.add_argument("--seed", type=int, default=0,
-                   help="seed of the sample and of the random rankings (default: 0)")
-    f.add_argument("--methods", default=",".join(E.METHOD_NAMES),
-                   help=f"comma-separated method names (default: all: {','.join(E.METHOD_NAMES)})")
-    f.add_argument("--random-draws", type=int, default=RANDOM_DRAWS,
-                   help=f"random rankings averaged per review (default: {RANDOM_DRAWS})")
-    f.add_argument("--ig-steps", type=int, default=E.IG_STEPS,
-                   help=f"Integrated Gradients steps, first try (default: {E.IG_STEPS})")
-    f.add_argument("--ig-max-steps", type=int, default=E.IG_MAX_STEPS,
-                   help="IG doubles its steps up to this while the convergence delta is above "
-                        f"{100 * E.DELTA_WARN:.0f}%% of f(x) - f(baseline) "
-                        f"(default: {E.IG_MAX_STEPS})")
-    f.add_argument("--layer", type=int, default=None,
-                   help="layer (1-based) of raw attention and value norm (default: the last)")
-    f.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    f.add_argument("--json", action="store_true", help="print one JSON object as the last line")
-    f.set_defaults(func=cmd_faithfulness)
-    return f
-
-
-def split_texts(info, tokenizer, data: list[str] | None) -> list[str]:
-    """The texts of the checkpoint's test split (raises UsageError / DataError)."""
-    from . import data as D
-    from .__main__ import UsageError
-    meta = info.meta
-    if not meta.get("data"):
-        raise UsageError(f"{info.path} records no training data, so its test split cannot be "
-                         "rebuilt")
-    recorded = sorted(f.get("name", "?") for f in meta["data"]["files"])
-    if data and sorted(Path(p).name for p in data) != recorded:
-        raise UsageError(f"--data must be the checkpoint's training files ({', '.join(recorded)})")
-    splits = D.splits_from_meta(meta, data_dir=Path(data[0]).parent if data else None,
-                                tokenizer=tokenizer, strict=bool(data))
-    for w in splits.report.warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    return [e.text for e in splits.test]
-
-
-def cmd_faithfulness(args) -> int:
-    from tqdm import tqdm
-
-    from .__main__ import UsageError
-    from .inference import Predictor
-    from .model import checkpoint_info
-    if args.n < 1:
-        raise UsageError("--n must be at least 1")
-    if args.ig_steps < 1 or args.random_draws < 1:
-        raise UsageError("--ig-steps and --random-draws must be at least 1")
-    info = checkpoint_info(args.checkpoint)
-    predictor = Predictor.from_checkpoint(info.path, torch.device("cpu"))
-    layer = None if args.layer is None else args.layer - 1
-    if layer is not None and not 0 <= layer < predictor.model.config.num_hidden_layers:
-        raise UsageError(f"--layer must be 1..{predictor.model.config.num_hidden_layers}")
-    settings = Settings(methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()),
-                        random_draws=args.random_draws, seed=args.seed, layer=layer,
-                        ig_steps=args.ig_steps, ig_max_steps=max(args.ig_steps, args.ig_max_steps))
-    try:
-        settings.build_methods()
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    texts = sample_texts(split_texts(info, predictor.tokenizer, args.data), args.n, args.seed)
-    if not texts:
-        raise UsageError("the test split is empty")
-    bar = tqdm(total=len(texts), unit="review", file=sys.stderr, desc="faithfulness")
-
-    def progress(done, total, elapsed, eta):
-        bar.n = done
-        bar.refresh()
-    result = run(predictor, info.path, texts, settings, sample_seed=args.seed,
-                 progress=progress, use_cache=not args.no_cache)
-    bar.close()
-    summary = summarize(result)
-    where = "cached" if result.from_cache else f"{result.seconds:.0f} s"
-    print(f"checkpoint {info.path}: {result.n} test reviews (seed {args.seed}, {where}), "
-          f"max_length {result.max_length}")
-    print(format_table(result, summary))
-    for line in verdict(result, summary):
-        print(line.replace("**", ""))
-    if result.cache_error:
-        print(f"note: {result.cache_error}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(summary_json(result, summary)))
-    return 0

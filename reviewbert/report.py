@@ -17,22 +17,17 @@ optionally the comparison with a second checkpoint.
 from __future__ import annotations
 
 import html
-import json
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import plotly.io as pio
 
-from . import attention as A
-from . import figures as RF
-from .analysis import breakdown as B
-from .analysis import figures as AF
+from . import attention, figures
+from .analysis import breakdown
+from .analysis import figures as analysis_figures
 from .analysis.calibration import reliability
-from .analysis.intervals import metric_intervals
 from .analysis.sources import describe
 
 METRIC_NAMES = {"accuracy": "accuracy", "relaxed_accuracy": "relaxed accuracy (±1 star)",
@@ -47,8 +42,10 @@ TEXT_CHARS = 1200       # a review longer than this is cut in the report's table
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:1200px;margin:2rem auto;
 padding:0 1rem;color:#1f2430;line-height:1.45}
-h1{font-size:1.7rem;margin-bottom:.2rem} h2{margin-top:2.4rem;border-bottom:1px solid #dde;padding-bottom:.2rem}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.92rem} th,td{border:1px solid #dde;padding:.3rem .55rem;
+h1{font-size:1.7rem;margin-bottom:.2rem}
+h2{margin-top:2.4rem;border-bottom:1px solid #dde;padding-bottom:.2rem}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.92rem}
+th,td{border:1px solid #dde;padding:.3rem .55rem;
 text-align:right;vertical-align:top} th{background:#f3f5fa} td.text{text-align:left;max-width:640px;
 white-space:pre-wrap;overflow-wrap:anywhere} .meta{color:#5a6275;font-size:.92rem} .note{color:#5a6275}
 .fig{margin:.8rem 0} code{background:#f3f5fa;padding:0 .25rem}
@@ -163,23 +160,23 @@ def build_report(r: ReportInputs) -> str:
     parts.append('<p class="note">Intervals: 95% percentile bootstrap over reviews. Two '
                  "checkpoints whose intervals overlap widely are not shown to differ.</p>")
     parts.append("<h2>Per class</h2>")
-    pc = B.per_class(p.y, p.pred, names)
+    pc = breakdown.per_class(p.y, p.pred, names)
     parts.append(_table(pc, text_cols=(), formats={c: (lambda v: f"{v:.3f}")
                                                     for c in ("precision", "recall", "f1")}))
 
     parts.append("<h2>Confusion matrix</h2>")
-    parts.append(fig(AF.confusion_figure(B.confusion(p.y, p.pred, len(names)), names)))
+    parts.append(fig(analysis_figures.confusion_figure(breakdown.confusion(p.y, p.pred, len(names)), names)))
     parts.append("<h2>ROC</h2>")
-    parts.append(fig(AF.roc_figure(B.roc_curves(p.y, p.probs, names))))
+    parts.append(fig(analysis_figures.roc_figure(breakdown.roc_curves(p.y, p.probs, names))))
     rel = reliability(p.y, p.probs)
     parts.append("<h2>Calibration</h2>")
     parts.append(f"<p>Expected calibration error: <b>{rel.ece:.3f}</b> (10 bins).</p>")
-    parts.append(fig(AF.reliability_figure(rel)))
+    parts.append(fig(analysis_figures.reliability_figure(rel)))
 
     parts.append("<h2>Accuracy by review length</h2>")
-    parts.append(fig(AF.length_figure(B.length_bins(p.n_tokens, p.correct,
+    parts.append(fig(analysis_figures.length_figure(breakdown.length_bins(p.n_tokens, p.correct,
                                                     meta.get("max_length")))))
-    sf = B.seed_filter(p.y, p.probs, p.n_tokens, names)
+    sf = breakdown.seed_filter(p.y, p.probs, p.n_tokens, names)
     parts.append("<p>The seed dropped reviews under 100 tokens. What that filter changes:</p>")
     parts.append(_table(sf, text_cols=(), formats={
         "share": lambda v: fmt_metric("share", v), "accuracy": lambda v: fmt_metric("accuracy", v),
@@ -190,15 +187,15 @@ def build_report(r: ReportInputs) -> str:
         parts.append("<h2>Per-rating attention</h2>")
         parts.append(f'<p class="note">Mean [CLS] attention (mean of heads) per word in layer '
                      f"{(r.layer or 0) + 1}, over the reviews of each {_e(r.rating_by)}.</p>")
-        parts.append(fig(AF.rating_words_figure(r.word_tops, names, r.layer or 0, r.rating_by)))
+        parts.append(fig(analysis_figures.rating_words_figure(r.word_tops, names, r.layer or 0, r.rating_by)))
     if r.examples:
         parts.append("<h3>One example per rating: its most confident correct prediction</h3>")
         for c, pred in sorted(r.examples.items()):
-            view = A.cls_view(pred, level="word", include_special=False)
+            view = attention.cls_view(pred, level="word", include_special=False)
             title = f"{names[c]}: predicted {pred.label} ({pred.probs[pred.label_id]:.0%})"
             parts.append(f'<p class="note">{_e(title)}</p>')
             parts.append(f'<p class="text">{_e(pred.text[:TEXT_CHARS])}</p>')
-            parts.append(fig(RF.cls_heatmap(view, title=title, wrap=48)))
+            parts.append(fig(figures.cls_heatmap(view, title=title, wrap=48)))
 
     if r.issues is not None:
         iss = r.issues
@@ -225,132 +222,3 @@ def build_report(r: ReportInputs) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>ReviewBERT error analysis: {_e(r.checkpoint)}</title>"
             f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
-
-
-# ------------------------------------------------------------------ CLI
-def add_parser(sub) -> None:
-    import argparse
-    r = sub.add_parser("report", help="the error-analysis page as one offline HTML file",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-                       description="Evaluates the checkpoint (or reads its prediction cache), "
-                                   "then writes one self-contained HTML file: metrics with "
-                                   "intervals, confusion, ROC, calibration, per-rating "
-                                   "attention and cleanlab's label issues.")
-    r.add_argument("--checkpoint", required=True, metavar="DIR",
-                   help="checkpoint folder, or a run folder (then its best/)")
-    r.add_argument("--data", action="append", metavar="FILE", default=None,
-                   help="review file(s); for --split test they must be the training files")
-    r.add_argument("--split", choices=("test", "all"), default="test",
-                   help="test: the checkpoint's own test split; all: every review of --data")
-    r.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
-    r.add_argument("--batch-size", type=int, default=64)
-    r.add_argument("--max-length", type=int, default=None,
-                   help="default: the checkpoint's training max_length, else 256")
-    r.add_argument("--precision", choices=("auto", "bf16", "fp32"), default="auto",
-                   help="auto: bf16 on a CPU with bf16 units (AMX/AVX512-BF16), else fp32")
-    r.add_argument("--layer", type=int, default=None,
-                   help="layer (1-based) of the per-rating attention; default: second-to-last")
-    r.add_argument("--min-count", type=int, default=5,
-                   help="per-rating attention: a word must occur in this many reviews")
-    r.add_argument("--no-attention", action="store_true",
-                   help="skip the per-rating attention pass (one more pass over the data)")
-    r.add_argument("--compare", metavar="DIR", default=None,
-                   help="a second checkpoint to compare with on the same reviews")
-    r.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    r.add_argument("--json", action="store_true",
-                   help="print one JSON object (metrics, label issues) as the last line")
-    r.set_defaults(func=cmd_report)
-
-
-def cmd_report(args) -> int:
-    from . import data
-    from .analysis import word_attention as W
-    from .analysis.compare import compare
-    from .analysis.label_issues import find_issues
-    from .analysis.sources import CACHE_MAX_REVIEWS, all_reviews, test_split
-    from .inference import Predictor
-    from .metrics import format_metrics
-    from .model import load_checkpoint
-
-    model, tok, info = load_checkpoint(args.checkpoint)
-    max_length = args.max_length or (info.meta.get("hyperparameters") or {}).get("max_length") or 256
-    if args.split == "test":
-        reviews, source, warnings = test_split(info.meta, tok, args.data)
-        for w in warnings:
-            print(f"warning: {w}", file=sys.stderr)
-    else:
-        if not args.data:
-            raise data.DataError("--split all needs --data FILE")
-        report, chunks, source = all_reviews(args.data, info.scheme, info.meta)
-        if report.unique_texts > CACHE_MAX_REVIEWS:
-            raise data.DataError(f"{report.unique_texts:,} reviews: the report holds at most "
-                                 f"{CACHE_MAX_REVIEWS:,}; use evaluate --save-predictions")
-        reviews = [e for chunk in chunks for e in chunk]
-    if not reviews:
-        raise data.DataError("no reviews to evaluate")
-
-    preds = _predict(model, tok, info, reviews, max_length, args, source)
-    print(f"checkpoint {info.path}: {preds.n} reviews ({describe(source)}), "
-          f"{preds.meta.get('precision')}" + (" [from the cache]" if preds.cached else ""))
-    inputs = ReportInputs(preds, info.name, intervals=metric_intervals(
-        preds.y, preds.probs, info.scheme.num_labels))
-    print(format_metrics(preds.metrics()))
-    try:
-        inputs.issues = find_issues(preds)
-        iss = inputs.issues
-        print(f"cleanlab flags {iss.count} of {iss.n} reviews ({iss.count / iss.n:.1%}); "
-              f"without them: {format_metrics(iss.metrics_clean)}")
-    except ValueError as e:
-        print(f"label issues: skipped ({e})", file=sys.stderr)
-
-    if not args.no_attention:
-        predictor = Predictor.from_checkpoint(info.path, model.device)
-        layers = predictor.model.config.num_hidden_layers
-        layer = (args.layer - 1) if args.layer else max(0, layers - 2)
-        if not 0 <= layer < layers:
-            raise data.DataError(f"--layer must be 1..{layers}")
-        from .evaluate import TqdmProgress
-        with TqdmProgress(preds.n, "per-rating attention") as progress:
-            att = W.word_attention(preds, predictor.model, tok, progress=progress,
-                                   use_cache=not args.no_cache)
-        inputs.word_tops = W.top_words(att, preds.y, layer, info.scheme.num_labels,
-                                       min_count=args.min_count)
-        inputs.layer = layer
-        inputs.examples = {c: predictor.predict(preds.frame["text"].iloc[row])
-                           for c, row in W.example_rows(preds).items() if row is not None}
-    if args.compare:
-        model_b, tok_b, info_b = load_checkpoint(args.compare)
-        if info_b.scheme != info.scheme:
-            raise data.DataError("--compare needs a checkpoint with the same labels")
-        preds_b = _predict(model_b, tok_b, info_b, reviews, max_length, args, source)
-        inputs.comparison, inputs.other = compare(preds, preds_b), info_b.name
-        t = inputs.comparison.test
-        print(f"vs {info_b.name}: {format_metrics(inputs.comparison.metrics_b)}; only this one "
-              f"right {t.b}, only the other right {t.c}, McNemar exact p = {t.p_exact:.4g}")
-
-    from .model import atomic_write_text
-    atomic_write_text(args.out, build_report(inputs))
-    print(f"wrote {args.out} ({Path(args.out).stat().st_size / 1e6:.1f} MB)")
-    if args.json:
-        iss = inputs.issues
-        print(json.dumps({
-            "checkpoint": str(info.path), "n": preds.n, "source": source,
-            "precision": preds.meta.get("precision"), "fp32_check": preds.meta.get("fp32_check"),
-            "metrics": {k: preds.metrics().get(k) for k in METRIC_NAMES},
-            "intervals": {k: None if v is None else [v.low, v.high]
-                          for k, v in (inputs.intervals or {}).items()},
-            "label_issues": None if iss is None else {
-                "count": iss.count, "metrics_without": {k: iss.metrics_clean.get(k)
-                                                        for k in (*METRIC_NAMES, "n")}},
-            "cache": None if preds.folder is None else str(preds.folder), "out": str(args.out)}))
-    return 0
-
-
-def _predict(model, tok, info, reviews, max_length, args, source):
-    from .analysis.predictions import planned_reviews, predict_split
-    from .evaluate import TqdmProgress, resolve_precision
-    total = planned_reviews(len(reviews), resolve_precision(args.precision, model.device))
-    with TqdmProgress(total, f"evaluating {info.name}") as progress:
-        return predict_split(model, tok, info.path, reviews, info.scheme, max_length=max_length,
-                             precision=args.precision, batch_size=args.batch_size,
-                             progress=progress, source=source, use_cache=not args.no_cache)

@@ -92,5 +92,5 @@ if [ "$LABELS" = 5 ] && [ "$HOLDOUT" = 1 ]; then
     $PY bench/generalisation.py --checkpoint "$HRUN" --heldout "$DATA/$HELD" --data-dir "$DATA" | tail -n 1 > "$WORK/generalisation.json"
     card+=(--generalisation "$WORK/generalisation.json")
 fi
-$PY -m reviewbert.card "${card[@]}"
+$PY -m reviewbert card "${card[@]}"
 du -sh "$OUT"

@@ -1,0 +1,167 @@
+"""``reviewbert report``: the error-analysis page as one self-contained, offline HTML file."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..config import PRECISIONS
+
+
+def add_parser(sub):
+    r = sub.add_parser("report", help="the error-analysis page as one offline HTML file",
+                       formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                       description="Evaluates the checkpoint (or reads its prediction cache), "
+                                   "then writes one self-contained HTML file: metrics with "
+                                   "intervals, confusion, ROC, calibration, per-rating "
+                                   "attention and cleanlab's label issues.")
+    r.add_argument("--checkpoint", required=True, metavar="DIR",
+                   help="checkpoint folder, or a run folder (then its best/)")
+    r.add_argument("--data", action="append", metavar="FILE", default=None,
+                   help="review file(s); for --split test they must be the training files")
+    r.add_argument("--split", choices=("test", "all"), default="test",
+                   help="test: the checkpoint's own test split; all: every review of --data")
+    r.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
+    r.add_argument("--batch-size", type=int, default=64)
+    r.add_argument("--max-length", type=int, default=None,
+                   help="default: the checkpoint's training max_length, else 256")
+    r.add_argument("--precision", choices=PRECISIONS, default="auto",
+                   help="auto: bf16 on a CPU with bf16 units (AMX/AVX512-BF16), else fp32")
+    r.add_argument("--layer", type=int, default=None,
+                   help="layer (1-based) of the per-rating attention; default: second-to-last")
+    r.add_argument("--min-count", type=int, default=5,
+                   help="per-rating attention: a word must occur in this many reviews")
+    r.add_argument("--no-attention", action="store_true",
+                   help="skip the per-rating attention pass (one more pass over the data)")
+    r.add_argument("--compare", metavar="DIR", default=None,
+                   help="a second checkpoint to compare with on the same reviews")
+    r.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
+    r.add_argument("--json", action="store_true",
+                   help="print one JSON object (metrics, label issues) as the last line")
+    return r
+
+
+def run(args) -> int:
+    from ..analysis.intervals import metric_intervals
+    from ..analysis.sources import describe
+    from ..checkpoint import load_checkpoint
+    from ..fsio import atomic_write_text
+    from ..metrics import format_metrics
+    from ..report import ReportInputs, build_report
+
+    model, tok, info = load_checkpoint(args.checkpoint)
+    max_length = args.max_length or (info.meta.get("hyperparameters") or {}).get("max_length") or 256
+    reviews, source = _reviews(args, info, tok)
+    preds = _predict(model, tok, info, reviews, max_length, args, source)
+    print(f"checkpoint {info.path}: {preds.n} reviews ({describe(source)}), "
+          f"{preds.meta.get('precision')}" + (" [from the cache]" if preds.cached else ""))
+    inputs = ReportInputs(preds, info.name, intervals=metric_intervals(
+        preds.y, preds.probs, info.scheme.num_labels))
+    print(format_metrics(preds.metrics()))
+    _label_issues(inputs, preds)
+    if not args.no_attention:
+        _rating_attention(inputs, preds, info, tok, model.device, args)
+    if args.compare:
+        _compare(inputs, preds, info, reviews, max_length, args, source)
+    atomic_write_text(args.out, build_report(inputs))
+    print(f"wrote {args.out} ({Path(args.out).stat().st_size / 1e6:.1f} MB)")
+    if args.json:
+        print(json.dumps(_summary(args, info, preds, inputs, source)))
+    return 0
+
+
+def _reviews(args, info, tok):
+    """(reviews, source): the checkpoint's test split, or every review of --data."""
+    from .. import data
+    from ..analysis.sources import CACHE_MAX_REVIEWS, all_reviews, test_split
+    if args.split == "test":
+        reviews, source, warnings = test_split(info.meta, tok, args.data)
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
+    else:
+        if not args.data:
+            raise data.DataError("--split all needs --data FILE")
+        report, chunks, source = all_reviews(args.data, info.scheme, info.meta)
+        if report.unique_texts > CACHE_MAX_REVIEWS:
+            raise data.DataError(f"{report.unique_texts:,} reviews: the report holds at most "
+                                 f"{CACHE_MAX_REVIEWS:,}; use evaluate --save-predictions")
+        reviews = [e for chunk in chunks for e in chunk]
+    if not reviews:
+        raise data.DataError("no reviews to evaluate")
+    return reviews, source
+
+
+def _predict(model, tok, info, reviews, max_length, args, source):
+    from ..analysis.predictions import planned_reviews, predict_split
+    from ..device import resolve_precision
+    from ..progress import TqdmProgress
+    total = planned_reviews(len(reviews), resolve_precision(args.precision, model.device))
+    with TqdmProgress(total, f"evaluating {info.name}") as progress:
+        return predict_split(model, tok, info.path, reviews, info.scheme, max_length=max_length,
+                             precision=args.precision, batch_size=args.batch_size,
+                             progress=progress, source=source, use_cache=not args.no_cache)
+
+
+def _label_issues(inputs, preds) -> None:
+    from ..analysis.label_issues import find_issues
+    from ..metrics import format_metrics
+    try:
+        inputs.issues = find_issues(preds)
+        iss = inputs.issues
+        print(f"cleanlab flags {iss.count} of {iss.n} reviews ({iss.count / iss.n:.1%}); "
+              f"without them: {format_metrics(iss.metrics_clean)}")
+    except ValueError as e:
+        print(f"label issues: skipped ({e})", file=sys.stderr)
+
+
+def _rating_attention(inputs, preds, info, tok, device, args) -> None:
+    from .. import data
+    from ..analysis import word_attention
+    from ..inference import Predictor
+    from ..progress import TqdmProgress
+    predictor = Predictor.from_checkpoint(info.path, device)
+    layers = predictor.model.config.num_hidden_layers
+    layer = (args.layer - 1) if args.layer else max(0, layers - 2)
+    if not 0 <= layer < layers:
+        raise data.DataError(f"--layer must be 1..{layers}")
+    with TqdmProgress(preds.n, "per-rating attention") as progress:
+        att = word_attention.word_attention(preds, predictor.model, tok, progress=progress,
+                                            use_cache=not args.no_cache)
+    inputs.word_tops = word_attention.top_words(att, preds.y, layer, info.scheme.num_labels,
+                                                min_count=args.min_count)
+    inputs.layer = layer
+    inputs.examples = {c: predictor.predict(preds.frame["text"].iloc[row])
+                       for c, row in word_attention.example_rows(preds).items()
+                       if row is not None}
+
+
+def _compare(inputs, preds, info, reviews, max_length, args, source) -> None:
+    from .. import data
+    from ..analysis.compare import compare
+    from ..checkpoint import load_checkpoint
+    from ..metrics import format_metrics
+    model_b, tok_b, info_b = load_checkpoint(args.compare)
+    if info_b.scheme != info.scheme:
+        raise data.DataError("--compare needs a checkpoint with the same labels")
+    preds_b = _predict(model_b, tok_b, info_b, reviews, max_length, args, source)
+    inputs.comparison, inputs.other = compare(preds, preds_b), info_b.name
+    t = inputs.comparison.test
+    print(f"vs {info_b.name}: {format_metrics(inputs.comparison.metrics_b)}; only this one "
+          f"right {t.b}, only the other right {t.c}, McNemar exact p = {t.p_exact:.4g}")
+
+
+def _summary(args, info, preds, inputs, source) -> dict:
+    """The --json line: metrics with their intervals, label issues, where things went."""
+    from ..report import METRIC_NAMES
+    iss = inputs.issues
+    return {
+        "checkpoint": str(info.path), "n": preds.n, "source": source,
+        "precision": preds.meta.get("precision"), "fp32_check": preds.meta.get("fp32_check"),
+        "metrics": {k: preds.metrics().get(k) for k in METRIC_NAMES},
+        "intervals": {k: None if v is None else [v.low, v.high]
+                      for k, v in (inputs.intervals or {}).items()},
+        "label_issues": None if iss is None else {
+            "count": iss.count, "metrics_without": {k: iss.metrics_clean.get(k)
+                                                    for k in (*METRIC_NAMES, "n")}},
+        "cache": None if preds.folder is None else str(preds.folder), "out": str(args.out)}
