@@ -17,7 +17,7 @@ trained there by hand (``scripts/train-demo.sh`` with RUN, BALANCE, MAXLEN, EPOC
 SIGMA) is read back, with the minutes of its own status.json.
 
 Validation and test are the same balanced reviews in every row (tested in
-tests/test_class_balance.py), so the rows compare. The figures are the run's best
+tests/unit/test_class_balance.py), so the rows compare. The figures are the run's best
 epoch by validation accuracy, on the test split (2,105 reviews); minutes are the
 wall-clock training time of that row on this machine (evaluation of the three
 splits after each epoch included). Run it alone: two torch processes on two cores
@@ -50,9 +50,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reviewbert.evaluate import cpu_description  # noqa: E402
-from reviewbert.model import atomic_write_json, trained_precision  # noqa: E402
-from reviewbert.runs import read_status  # noqa: E402
+from reviewbert.checkpoint import trained_precision
+from reviewbert.device import cpu_description
+from reviewbert.fsio import atomic_write_json
+from reviewbert.runs import read_status
 
 ROWS = ("undersample:128", "resample:128", "weighted:128",
         "undersample:256", "resample:256", "weighted:256")

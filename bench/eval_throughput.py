@@ -11,7 +11,7 @@ split, rebuilt from its reviewbert.json (the balanced 2,105; real files in
     docs show it: fp32, one review at a time (its default batch size), with
     ``truncation=True, max_length=128`` (without them a long review errors) and
     ``top_k=None`` (every class probability, like ours);
-(b) reviewbert = ``reviewbert.evaluate.predict_in_order`` as ``evaluate``, ``report``
+(b) reviewbert = ``reviewbert.batch_predict.predict_in_order`` as ``evaluate``, ``report``
     and the error-analysis page run it: one tokenizer call, length-sorted batches
     of 64 with dynamic padding, SDPA attention, ``torch.inference_mode`` and
     ``precision="auto"`` (bf16 autocast on a CPU with AMX-BF16/AVX512-BF16, detected
@@ -60,9 +60,10 @@ def main() -> int:
     from transformers import pipeline
     from transformers.utils import logging as hf_logging
 
-    from reviewbert.evaluate import cpu_bf16_units, predict_in_order, resolve_precision
+    from reviewbert.batch_predict import predict_in_order
+    from reviewbert.checkpoint import checkpoint_info, load_checkpoint
+    from reviewbert.device import cpu_bf16_units, resolve_precision
     from reviewbert.examples import test_split_examples
-    from reviewbert.model import checkpoint_info, load_checkpoint
 
     hf_logging.disable_progress_bar()
     info = checkpoint_info(args.checkpoint)
@@ -91,7 +92,7 @@ def main() -> int:
     sides = {"pipeline": run_pipeline,
              "reviewbert": lambda b: run_ours(b, precision),
              "reviewbert_fp32": lambda b: run_ours(b, "fp32")}
-    for name, fn in sides.items():                       # warm-up, untimed
+    for fn in sides.values():                            # warm-up, untimed
         fn(texts[:64])
     best = {name: float("inf") for name in sides}
     probs = {}

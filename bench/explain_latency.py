@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from reviewbert import explain as E  # noqa: E402
 from reviewbert.examples import builtin_examples  # noqa: E402
-from reviewbert.inference import Predictor  # noqa: E402
+from reviewbert.inference import Predictor
 
 LADDER = (8, 12, 16, 20, 24, 32, 40, 50)
 

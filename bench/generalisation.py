@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from reviewbert.batch_predict import evaluate_examples
+from reviewbert.checkpoint import load_checkpoint
 from reviewbert.data import ReadOptions, build_splits, splits_from_meta  # noqa: E402
-from reviewbert.evaluate import evaluate_examples  # noqa: E402
-from reviewbert.model import load_checkpoint  # noqa: E402
 
 
 def run(checkpoint: str, heldout: str, data_dir: str | None = None) -> dict:
@@ -53,7 +53,8 @@ def run(checkpoint: str, heldout: str, data_dir: str | None = None) -> dict:
     return {
         "checkpoint": str(info.path), "heldout": Path(heldout).name,
         "protocol": (f"A second run with the demo's settings was trained on the other "
-                     f"{len(trained_on)} files only (`{Path(info.path).parent.name if info.run_dir else info.path.name}`), "
+                     f"{len(trained_on)} files only "
+                     f"(`{Path(info.path).parent.name if info.run_dir else info.path.name}`), "
                      + (f"distilled, as the demo is, from {len(teachers)} teacher runs trained on "
                         f"the same {len(trained_on)} files (checked), "
                         if (teachers := (meta.get("distillation") or {}).get("teachers")) else "")

@@ -47,7 +47,6 @@ import os
 import random
 import re
 import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -57,18 +56,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from browser_support import StreamlitServer  # noqa: E402
 from predict_while_training import default_data, stats, wait_until_training  # noqa: E402
-from st_session import StSession, cache_count, server_metrics  # noqa: E402
 
 from reviewbert import runs  # noqa: E402
+
+from browser_support import StreamlitServer  # noqa: E402
+from st_session import StSession, cache_count, server_metrics  # noqa: E402
 
 TARGET = 3.0
 DEMO = ROOT / "checkpoints" / "demo"
@@ -237,7 +236,7 @@ def run_load(ckpt: Path, tmp: Path, train_args: list, *, sessions: int = 20,
              per_session: int = 5, idle: int = 30, idle_after: int = 10,
              think: tuple[float, float] = (1.0, 4.0), ramp: float = 0.0, warmup: int = 3,
              train_timeout: float = 900, say=print) -> dict:
-    """The measurement behind bench/load.py and tests/test_load.py (see the module doc)."""
+    """The measurement behind bench/load.py and tests/faults/test_load.py (see the module doc)."""
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(str(ckpt))
     proc, run = None, tmp / "run"

@@ -43,9 +43,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
 from load import DEMO, app_server, mem_mb, model_cache, reviews_of_mixed_length  # noqa: E402
-from st_session import StSession  # noqa: E402
 
 from reviewbert import runs  # noqa: E402
+
+from st_session import StSession  # noqa: E402
 
 TARGETS = {"app_peak_mb": 1024, "train_peak_mb": 4096, "eval_peak_mb": 1536,
            "app_growth_10_to_100_mb": 8}
@@ -110,7 +111,7 @@ def peak_of(out_json: Path, proc: subprocess.Popen, timeout: float) -> dict:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(30)
-        raise SystemExit(f"{proc.args[3:6]} ran past {timeout:.0f} s")
+        raise SystemExit(f"{proc.args[3:6]} ran past {timeout:.0f} s") from None
     if not out_json.exists():
         raise SystemExit(f"{proc.args[3:6]} wrote no peak (exit {proc.returncode})")
     return json.loads(out_json.read_text())

@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reviewbert.inference import Predictor, encode  # noqa: E402
+from reviewbert.inference import Predictor, encode
 from reviewbert.labels import FIVE  # noqa: E402
 
 BASE = ("The phone arrived on time and works well, but the battery drains quickly when I use "
@@ -71,7 +71,7 @@ def main(argv=None):
         ours = Predictor.from_checkpoint(args.checkpoint, torch.device("cpu"))
         model, tok = ours.model, ours.tokenizer
     else:
-        from reviewbert.model import load_for_training
+        from reviewbert.checkpoint import load_for_training
         torch.manual_seed(0)
         model, tok = load_for_training(None, FIVE, attn_implementation="eager")
         model.eval()

@@ -36,11 +36,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # browser_support.make_minilm_checkpoint
 
-from browser_support import make_minilm_checkpoint  # noqa: E402
 from predict_latency import text_of, timeit  # noqa: E402
 
 from reviewbert import runs  # noqa: E402
-from reviewbert.inference import Predictor, cpu_threads, threads_beside_training  # noqa: E402
+from reviewbert.device import cpu_threads, threads_beside_training
+from reviewbert.inference import Predictor
+
+from browser_support import make_minilm_checkpoint  # noqa: E402
 
 TARGET = 3.0
 

@@ -1,12 +1,12 @@
 """Training step time on this CPU: fp32 against bf16 autocast, in the same run.
 
-What ``mixed_precision="auto"`` decides on (``reviewbert.train.resolve_mixed_precision``):
+What ``mixed_precision="auto"`` decides on (``reviewbert.device.resolve_mixed_precision``):
 bf16 autocast only where it is faster, and the demo recipe's accuracy both ways is in
 the model card's ablation table (``bench/ablation.py`` rows with their precision).
 
 One optimizer step of the demo recipe's model (the embedded MiniLM with a fresh
 classifier, AdamW with ReviewBERT's parameter groups, gradient clipping), as
-``reviewbert.train`` runs it: the forward under ``Accelerator.autocast()``, the loss in
+``reviewbert.training`` runs it: the forward under ``Accelerator.autocast()``, the loss in
 fp32. Batches are real reviews from ../shared/data (``$REVIEWBERT_DATA_DIR``), the
 demo's batch size, dynamically padded, at each ``--lengths`` cap (reviews at least that
 long, so every batch is full length). The two precisions take turns, ``--rounds``
@@ -34,11 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from reviewbert import data  # noqa: E402
+from reviewbert.checkpoint import load_for_training
+from reviewbert.config import DEFAULT_BASE_MODEL, TrainConfig
 from reviewbert.datafiles import list_data_files  # noqa: E402
-from reviewbert.evaluate import cpu_bf16_units, cpu_description  # noqa: E402
+from reviewbert.device import cpu_bf16_units, cpu_description
 from reviewbert.labels import get_scheme  # noqa: E402
-from reviewbert.model import DEFAULT_BASE_MODEL, load_for_training  # noqa: E402
-from reviewbert.train import TrainConfig, param_groups  # noqa: E402
+from reviewbert.training.optim import param_groups
 
 
 def long_reviews(tok, n: int, min_tokens: int) -> tuple[list[str], list[int]]:

@@ -26,7 +26,7 @@ The peers, all ``transformers.Trainer``:
 - ``grouped``: the same with ``group_by_length`` (transformers 5:
   ``train_sampling_strategy="group_by_length"``).
 
-reviewbert = ``reviewbert.train.train`` with its defaults: dynamic padding,
+reviewbert = ``reviewbert.training.train`` with its defaults: dynamic padding,
 class-mixed length-grouped batches of 8, SDPA attention, pre-tokenized data.
 
 Each side trains ``--seeds`` times (seeds 42, 43, ...; interleaved, so drifts in
@@ -149,9 +149,9 @@ def main() -> int:
     from transformers.utils import logging as hf_logging
 
     from reviewbert import data
+    from reviewbert.checkpoint import load_for_training
+    from reviewbert.config import DEFAULT_BASE_MODEL, TrainConfig
     from reviewbert.labels import get_scheme
-    from reviewbert.model import DEFAULT_BASE_MODEL, load_for_training
-    from reviewbert.train import TrainConfig
 
     hf_logging.set_verbosity_error()
     cores = args.threads or len(os.sched_getaffinity(0))
@@ -226,7 +226,7 @@ class Bench:
     """The sides' training runs, each scored on the same test reviews."""
 
     def __init__(self, args, tok, scheme, files, train_split, test_split, overrides):
-        from reviewbert.train import TrainConfig
+        from reviewbert.config import TrainConfig
         self.args, self.tok, self.scheme, self.files = args, tok, scheme, files
         self.train_split, self.test_split, self.overrides = train_split, test_split, overrides
         # the peers' optimizer: the standard BERT fine-tuning rate 5e-5 (the seed's 1e-5
@@ -236,7 +236,7 @@ class Bench:
                                     weight_decay=0.01)
 
     def score(self, model) -> tuple[float, float]:
-        from reviewbert.evaluate import evaluate_examples
+        from reviewbert.batch_predict import evaluate_examples
         m = evaluate_examples(model, self.tok, self.test_split, max_length=self.args.max_length,
                               num_labels=5)
         return m["accuracy"], m["auc"]
@@ -257,11 +257,11 @@ class Bench:
 
     def run_trainer(self, seed: int, peer: Peer) -> dict:
         import torch
-        from transformers import (DataCollatorWithPadding, Trainer, TrainingArguments,
-                                  default_data_collator)
+        from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, default_data_collator
 
-        from reviewbert.model import DEFAULT_BASE_MODEL, load_for_training
-        from reviewbert.train import param_groups
+        from reviewbert.checkpoint import load_for_training
+        from reviewbert.config import DEFAULT_BASE_MODEL
+        from reviewbert.training.optim import param_groups
 
         dataset = self.peer_dataset(peer)
         torch.manual_seed(seed)
@@ -289,8 +289,9 @@ class Bench:
         import torch
 
         from reviewbert import data
-        from reviewbert.model import load_checkpoint
-        from reviewbert.train import TrainConfig, train
+        from reviewbert.checkpoint import load_checkpoint
+        from reviewbert.config import TrainConfig
+        from reviewbert.training import train
         cfg = TrainConfig(data=self.files, epochs=1, max_length=self.args.max_length, seed=seed,
                           train_eval_max=100, save_every_steps=0, **self.overrides)
         # train() evaluates every split after the epoch; the bench's own test set is

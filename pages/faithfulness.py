@@ -1,7 +1,7 @@
 """Faithfulness: which explanation can be trusted on this checkpoint (ERASER on its test split)."""
 import streamlit as st
 
-from reviewbert.ui import explain_views as X, frame, predict_panel as P, state as S
+from reviewbert.ui import cached_model, faithfulness, frame, state
 
 frame.require()
 
@@ -12,6 +12,6 @@ st.caption("The Predict page shows five explanations of a prediction. Here they 
            "them should preserve it (sufficiency) — better than random words do. ERASER, "
            "DeYoung et al. 2020.")
 
-info, predictor = P.require_predictor()
+info, predictor = cached_model.require_predictor()
 
-X.faithfulness_section(predictor, info, key_prefix=S.FAITH_PREFIX)
+faithfulness.faithfulness_section(predictor, info, key_prefix=state.FAITH_PREFIX)

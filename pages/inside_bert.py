@@ -1,8 +1,10 @@
 """Inside BERT: one sentence through the sidebar's checkpoint, step by step, with live numbers."""
 import streamlit as st
-from reviewbert.ui import checkpoints as C, frame, state as S, teaching as T
+
+from reviewbert.ui import checkpoints, frame, inside_bert, state
+
 frame.require()
-info = S.current_checkpoint()
+info = state.current_checkpoint()
 
 st.title("Inside BERT")
 st.caption("Where the attention numbers come from: a sentence through the loaded model, one "
@@ -10,21 +12,21 @@ st.caption("Where the attention numbers come from: a sentence through the loaded
            "for its value).")
 
 if info is None:
-    C.training_guide(C.checkpoints_root())
+    checkpoints.training_guide(checkpoints.checkpoints_root())
     st.stop()
 
-predictor = T.load_predictor(info)      # None: it said why (unloadable, or not a BERT)
+predictor = inside_bert.load_predictor(info)      # None: it said why (unloadable, or not a BERT)
 if predictor is None:
     st.stop()
 
-text, classroom = T.sentence_input()
+text, classroom = inside_bert.sentence_input()
 if not text.strip():
     st.info("Type a sentence in the box above (for example “time flies like an arrow”) to "
             "see it go through BERT.")
     st.stop()
 
-lesson = T.lesson(predictor, info, text, classroom)
+lesson = inside_bert.lesson(predictor, info, text, classroom)
 if lesson is None:
     st.stop()
-T.model_line(lesson)
-T.show(lesson)
+inside_bert.model_line(lesson)
+inside_bert.show(lesson)

@@ -1,7 +1,7 @@
 """Predict: paste or sample a review, see its predicted stars and what BERT attends to."""
 import streamlit as st
 
-from reviewbert.ui import explain_views as X, frame, predict_panel as P, state as S, views as V
+from reviewbert.ui import cached_model, explanations, frame, predict, prediction, state
 
 frame.require()
 
@@ -10,24 +10,24 @@ st.caption("Predict an Amazon review's star rating with a fine-tuned BERT, then 
            "attends to: [CLS] attention per layer, every head, bertviz's head view, and the "
            "review highlighted word by word.")
 
-info, predictor = P.require_predictor()
+info, predictor = cached_model.require_predictor()
 
-key = f"{info.path}:{P.mtime(info.path)}"
-P.input_panel(predictor, info, key)
-result = P.current(predictor, key)
+key = f"{info.path}:{cached_model.mtime(info.path)}"
+predict.input_panel(predictor, info, key)
+result = predict.current(predictor, key)
 if result is None:
     st.stop()
 
 pred, true_stars, source = result
-if V.unreadable(pred):
+if prediction.unreadable(pred):
     st.stop()
 st.divider()
-V.prediction_card(pred, true_stars, source)
+prediction.prediction_card(pred, true_stars, source)
 st.divider()
 st.header("What BERT attends to")
-controls = V.attention_controls(pred)
-V.cls_layers_view(pred, controls)
-V.heads_view(pred, controls)
-V.bertviz_view(pred, controls)
-V.highlight_view(pred, controls)
-X.which_words_mattered(predictor, pred, key_prefix=S.WW_PREFIX, controls=controls)
+controls = prediction.attention_controls(pred)
+prediction.cls_layers_view(pred, controls)
+prediction.heads_view(pred, controls)
+prediction.bertviz_view(pred, controls)
+prediction.highlight_view(pred, controls)
+explanations.which_words_mattered(predictor, pred, key_prefix=state.WW_PREFIX, controls=controls)

@@ -1,7 +1,7 @@
 """Train: launch and queue fine-tuning runs, watch the four metrics live, search hyperparameters."""
 import streamlit as st
 
-from reviewbert.ui import checkpoints as C, frame, search_form as SF, state as S, training as T
+from reviewbert.ui import checkpoints, frame, state, train, train_search
 
 frame.require()
 
@@ -10,16 +10,16 @@ st.caption("Fine-tune BERT on review files with the seed report's knobs. Each ru
            "own background process (one at a time per device; others wait as queued), so "
            "closing this tab or restarting the app never stops it.")
 
-root = C.checkpoints_root()
-S.apply_pending(S.PENDING_TRAIN_VIEW, S.TRAIN_VIEW)
-view = st.radio("View", ["Runs", "New run", "Search"], horizontal=True, key=S.TRAIN_VIEW,
+root = checkpoints.checkpoints_root()
+state.apply_pending(state.PENDING_TRAIN_VIEW, state.TRAIN_VIEW)
+view = st.radio("View", ["Runs", "New run", "Search"], horizontal=True, key=state.TRAIN_VIEW,
                 label_visibility="collapsed")
 
 if view == "Runs":
-    T.flash()
-    T.live_view(root)
-    T.runs_table(root)
+    train.flash()
+    train.live_view(root)
+    train.runs_table(root)
 elif view == "New run":
-    T.launch_section(root)
+    train.launch_section(root)
 else:
-    SF.search_section(root)
+    train_search.search_section(root)

@@ -340,7 +340,7 @@ def find_word(tokenizer, sentence: str, word: str) -> list[int]:
     for i, w in enumerate(enc.word_ids()):
         if w is not None:
             spans.setdefault(w, []).append(i)
-    for w, idx in spans.items():
+    for idx in spans.values():
         s, e = enc["offset_mapping"][idx[0]][0], enc["offset_mapping"][idx[-1]][1]
         if sentence[s:e].lower() == want:
             return idx
@@ -482,7 +482,7 @@ class MlmStatus:
 
 def _local_folder(name: str) -> Path | None:
     """A local folder for ``name``: a path, or the Hugging Face cache. Never downloads."""
-    from .model import resolve_base_model
+    from .checkpoint import resolve_base_model
     try:
         resolved = resolve_base_model(name)
     except Exception:  # noqa: BLE001 - e.g. the embedded package is missing

@@ -174,8 +174,8 @@ def training_report(paths, cfg, tokenizer=None) -> DataReport:
 
     Same call as the trainer, so the counts per split are the ones a run would use.
     """
+    from .checkpoint import load_tokenizer
     from .labels import get_scheme
-    from .model import load_tokenizer
     if not paths:
         raise DataError("no data file chosen")
     if cfg.min_tokens and tokenizer is None:

@@ -50,7 +50,7 @@ look up the word embeddings with a module of their own (:class:`_WordEmbedding`,
 a fresh one per call, sharing the weight tensor read-only), feed the model
 ``inputs_embeds`` and take gradients with ``torch.autograd.grad`` (Captum's way),
 which fills no ``.grad``. Captum's hooks go on that private module only, so two
-sessions can explain at once (``tests/test_explain.py`` runs two threads plus a
+sessions can explain at once (``tests/unit/test_explain.py`` runs two threads plus a
 prediction). Value norms come from one extra eager pass under ``torch.inference_mode``
 through the model's own embedding and encoder-layer modules, called one by one
 (not ``output_hidden_states=True``: transformers would install its recording
@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from . import attention as A
+from . import attention
 from .markdown import md_escape  # noqa: F401 - also used by the views as E.md_escape
 
 IG_STEPS = 16
@@ -144,7 +144,7 @@ def ranking(scores) -> np.ndarray:
 def word_sum(token_scores, word_ids: list[int | None], n_words: int) -> np.ndarray:
     """Per-wordpiece scores → per-word scores: each word gets the sum of its pieces,
     special tokens (word id None) are dropped. Same grouping as attention.merge_words."""
-    merged, cols = A.merge_words(np.asarray(token_scores, dtype=np.float64), word_ids)
+    merged, cols = attention.merge_words(np.asarray(token_scores, dtype=np.float64), word_ids)
     out = np.zeros(n_words, dtype=np.float32)
     for value, c in zip(merged, cols):
         if c is not None:
@@ -155,8 +155,8 @@ def word_sum(token_scores, word_ids: list[int | None], n_words: int) -> np.ndarr
 def word_shares(token_row, pred) -> np.ndarray:
     """A [CLS]→token row → per-word shares summing to 1 (specials dropped, renormalised):
     the arithmetic of ``attention.word_scores``, for rows that are not raw attention."""
-    merged, cols = A.merge_words(np.asarray(token_row, dtype=np.float64)[None], pred.word_ids)
-    shares = A.drop_special(merged, np.array([c is None for c in cols]))[0]
+    merged, cols = attention.merge_words(np.asarray(token_row, dtype=np.float64)[None], pred.word_ids)
+    shares = attention.drop_special(merged, np.array([c is None for c in cols]))[0]
     out = np.zeros(len(pred.words), dtype=np.float32)
     for s, c in zip(shares, [c for c in cols if c is not None]):
         out[c] = s
@@ -186,8 +186,8 @@ class RawAttention:
     def run(self, predictor, pred) -> TokenScores:
         t0 = time.perf_counter()
         layer = pred.num_layers - 1 if self.layer is None else self.layer
-        scores = A.word_scores(pred, layer, self.head)
-        row = A.select_heads(pred.attentions[[layer]], self.head)[0, A.CLS_ROW]
+        scores = attention.word_scores(pred, layer, self.head)
+        row = attention.select_heads(pred.attentions[[layer]], self.head)[0, attention.CLS_ROW]
         return _result(self, pred, scores, row, layer_name(layer, self.head), t0)
 
 
@@ -226,7 +226,7 @@ class Rollout:
 
     def run(self, predictor, pred) -> TokenScores:
         t0 = time.perf_counter()
-        row = rollout(pred.attentions, self.residual, row=A.CLS_ROW)
+        row = rollout(pred.attentions, self.residual, row=attention.CLS_ROW)
         return _result(self, pred, word_shares(row, pred), row,
                        f"all {pred.num_layers} layers, mean of heads", t0)
 
@@ -254,7 +254,7 @@ def value_vectors(model, ids: list[int], attentions: np.ndarray, layers: list[in
     mapped through the head's slice of the output projection, ``α`` the layer's
     attention (``attentions`` [layer, head, q, k]); with ``head`` only that head's
     term. Their sum over tokens plus W_O's bias is the [CLS] row of the attention
-    block's output before the residual and LayerNorm (``tests/test_explain.py``).
+    block's output before the residual and LayerNorm (``tests/unit/test_explain.py``).
 
     ``values`` [L, T, D]: the value vectors ``x W_V + b_V`` the prediction's own pass
     kept (``Prediction.values``): then no pass at all (~50 ms less at 256 tokens).
@@ -279,7 +279,7 @@ def value_vectors(model, ids: list[int], attentions: np.ndarray, layers: list[in
         T, D = v.shape
         H = attentions.shape[1]
         v = v.view(T, H, D // H)                                              # [T, H, dh]
-        alpha = torch.as_tensor(attentions[li, :, A.CLS_ROW, :], dtype=v.dtype,
+        alpha = torch.as_tensor(attentions[li, :, attention.CLS_ROW, :], dtype=v.dtype,
                                 device=v.device).T.clone()                  # [T, H]
         if head is not None:
             alpha[:, [h for h in range(H) if h != head]] = 0.0

@@ -23,7 +23,7 @@ MAX_TICKS = 64          # more column labels than this overlap; hover still name
 # layout each) to hide labels that stick out of the figure (ticklabeloverflow's
 # default "hide past div") and, with automargin (on in plotly's templates), to grow
 # the margins. With 254 token labels that was most of the drawing time of a chart
-# in the app (tests/test_browser.py times the page). Our labels sit inside margins
+# in the app (tests/browser/test_browser.py times the page). Our labels sit inside margins
 # sized for them, so neither is needed.
 FAST_TICKS = dict(ticklabeloverflow="allow", automargin=False)
 
@@ -33,7 +33,7 @@ def unchecked_figure(data: list[dict], layout: dict) -> go.Figure:
     the Predict page builds on every prediction: validating their 12-24 traces and
     axes was half of their build time (heads figure 35 -> 19 ms at 256 tokens, the
     [CLS] heatmap and head bars about 5-10 ms each). Traces are plain dicts with their
-    ``type``. tests/test_figures.py checks that each of these figures passes full
+    ``type``. tests/unit/test_figures.py checks that each of these figures passes full
     validation and gives the very JSON the validated figure gives."""
     return go.Figure(data=data, layout=layout, _validate=False)
 

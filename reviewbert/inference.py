@@ -7,7 +7,7 @@ each piece belongs to, class probabilities and every attention matrix as
 Speed. The app runs this on a CPU for every click, so BERT-family checkpoints go
 through :class:`FastBertForward`: the same fp32 arithmetic as Hugging Face's eager
 BERT (so the same class and the same attention weights, up to float rounding;
-``tests/test_inference.py`` checks it), minus the work nobody looks at:
+``tests/unit/test_inference.py`` checks it), minus the work nobody looks at:
 
 - one pass gives both the prediction and the attentions (no second pass);
 - Q, K and V come from one fused matmul, the 1/sqrt(d) scale is folded into Q;
@@ -22,8 +22,6 @@ with ``output_attentions=True``.
 from __future__ import annotations
 
 import math
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -204,7 +202,8 @@ class FastBertForward:
             self.layers.append(dict(
                 wqkv=wqkv, bqkv=bqkv, wqk=wqkv[: 2 * self.D], bqk=bqkv[: 2 * self.D],
                 wv=wqkv[2 * self.D:], bv=bqkv[2 * self.D:],
-                wo=o.dense.weight, bo=o.dense.bias, ln1=(o.LayerNorm.weight, o.LayerNorm.bias, o.LayerNorm.eps),
+                wo=o.dense.weight, bo=o.dense.bias,
+                ln1=(o.LayerNorm.weight, o.LayerNorm.bias, o.LayerNorm.eps),
                 wi=layer.intermediate.dense.weight, bi=layer.intermediate.dense.bias,
                 wo2=layer.output.dense.weight, bo2=layer.output.dense.bias,
                 ln2=(layer.output.LayerNorm.weight, layer.output.LayerNorm.bias, layer.output.LayerNorm.eps)))
@@ -296,7 +295,7 @@ class GradBertForward:
 
     ``x`` [B, T, D] word embeddings (one review's interpolation steps, all of one
     length, no padding) → logits [B, C], with autograd. Same arithmetic as the
-    eager model (``tests/test_explain.py`` checks logits and IG attributions
+    eager model (``tests/unit/test_explain.py`` checks logits and IG attributions
     against it), three things faster on a CPU, where Integrated Gradients spends
     all its time in these passes:
 
@@ -376,56 +375,6 @@ def _mkldnn_ok() -> bool:
         return False
 
 
-# ------------------------------------------------------------------- threads
-_threads_lock = threading.Lock()
-_threads_users = 0                  # cpu_threads blocks running now, in any thread
-_threads_base: int | None = None    # torch's thread count before the first of them
-
-
-@contextmanager
-def cpu_threads(n: int | None):
-    """Run the block with ``n`` torch threads (None: unchanged), then restore.
-
-    Why: a prediction's OpenMP region waits at its barriers for its slowest thread;
-    while a background training holds one of the cores, a thread scheduled there makes
-    a 256-token prediction ~4x slower than idle even with the trainer in SCHED_IDLE.
-    One thread fewer, only while a run trains, keeps it under 2x
-    (bench/predict_while_training.py).
-
-    torch's thread count is per process (a new thread, such as the one Streamlit runs
-    each script in, starts with the last value set). Concurrent sessions therefore
-    share one count: the first block in saves the count, the last one out restores
-    it. (Saving and restoring per block let overlapping blocks leave the process at
-    one thread for good: bench/load.py found it.)
-    """
-    global _threads_users, _threads_base
-    if not n:
-        yield
-        return
-    with _threads_lock:
-        if _threads_users == 0:
-            _threads_base = torch.get_num_threads()
-        _threads_users += 1
-        torch.set_num_threads(max(1, n))
-    try:
-        yield
-    finally:
-        with _threads_lock:
-            _threads_users -= 1
-            if _threads_users == 0:
-                torch.set_num_threads(_threads_base)
-
-
-def threads_beside_training(busy: bool) -> int | None:
-    """The thread count for a prediction: one core fewer while a run trains on the CPU
-    (fewer than the count before any :func:`cpu_threads` block lowered it)."""
-    if not busy:
-        return None
-    with _threads_lock:
-        base = _threads_base if _threads_users else torch.get_num_threads()
-    return max(1, base - 1)
-
-
 # ------------------------------------------------------------------- predictor
 class Predictor:
     """A loaded checkpoint, ready to turn texts into :class:`Prediction` objects."""
@@ -442,7 +391,7 @@ class Predictor:
 
     @classmethod
     def from_checkpoint(cls, path, device=None, fast: bool = True) -> "Predictor":
-        from .model import load_checkpoint
+        from .checkpoint import load_checkpoint
         model, tok, info = load_checkpoint(path, device, attn_implementation="eager")
         return cls(model, tok, info.scheme, meta=info.meta, fast=fast)
 

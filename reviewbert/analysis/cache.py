@@ -59,7 +59,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..model import atomic_write_json
+from ..fsio import atomic_write, atomic_write_json
 
 FORMAT = "reviewbert-predictions/1"
 ATTENTION_FORMAT = "reviewbert-word-attention/1"
@@ -71,8 +71,6 @@ _CHECKPOINT_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "
                      "special_tokens_map.json")
 
 _SHA: dict[tuple, str] = {}
-_UMASK = os.umask(0)
-os.umask(_UMASK)
 
 
 # ------------------------------------------------------------------ fingerprints
@@ -146,7 +144,9 @@ def find(checkpoint, key: str) -> Path | None:
 
 
 # ------------------------------------------------------------------ read/write
-def read_meta(folder) -> dict | None:
+def read_cache_meta(folder) -> dict | None:
+    """The meta.json of one cached evaluation, or None if it is missing, torn or of
+    another format (then the evaluation is redone)."""
     try:
         meta = json.loads((Path(folder) / META).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
@@ -155,17 +155,7 @@ def read_meta(folder) -> dict | None:
 
 
 def write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, 0o666 & ~_UMASK)      # mkstemp makes 0600; give the file normal permissions
-    os.close(fd)
-    try:
-        frame.to_parquet(tmp, index=False)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
 def write_predictions(checkpoint, key: str, frame: pd.DataFrame, meta: dict) -> Path:
@@ -180,7 +170,7 @@ def write_predictions(checkpoint, key: str, frame: pd.DataFrame, meta: dict) -> 
 
 
 def read_predictions(folder) -> tuple[pd.DataFrame, dict] | None:
-    meta = read_meta(folder)
+    meta = read_cache_meta(folder)
     if meta is None:
         return None
     try:

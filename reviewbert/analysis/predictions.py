@@ -17,7 +17,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..evaluate import predict_in_order, resolve_precision
+from ..batch_predict import predict_in_order
+from ..device import resolve_precision
 from ..labels import LabelScheme
 from ..metrics import compute_metrics
 from . import cache

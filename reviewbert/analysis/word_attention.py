@@ -25,8 +25,8 @@ import pandas as pd
 import torch
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from .. import attention as A
-from ..evaluate import predict_in_order
+from .. import attention
+from ..batch_predict import predict_in_order
 from . import cache
 
 BATCH_SIZE = 16     # attentions are [layers, batch, heads, T, T]: 16 x 128 tokens ~ 75 MB in fp32
@@ -80,9 +80,9 @@ def attention_pass(model, tokenizer, texts: list[str], *, max_length: int,
         if len(wids) != att.shape[1]:
             raise RuntimeError(f"review {i}: {att.shape[1]} attention columns for "
                                f"{len(wids)} tokens")
-        merged, cols = A.merge_words(att, wids)
+        merged, cols = attention.merge_words(att, wids)
         special = np.array([c is None for c in cols], dtype=bool)
-        scores = A.drop_special(merged, special)              # [layers, words]
+        scores = attention.drop_special(merged, special)              # [layers, words]
         kept = [c for c in cols if c is not None]
         review_col.extend([i] * len(kept))
         word_col.extend(text_of[c].lower() for c in kept)

@@ -55,15 +55,49 @@ Rules, stated once here so the report and the docs agree:
 """
 from __future__ import annotations
 
-from .read import (MAX_DOCUMENT_BYTES, MAX_GZIP_RATIO, MAX_RECORD_BYTES, ReadOptions,
-                   fingerprint, gzip_expanded_size, iter_reviews, parse_stars)
-from .report import (BAD_CSV_ROW, BAD_JSON, CONFLICT, DUPLICATE, EMPTY_TEXT, LINE_TOO_LONG,
-                     NOT_OBJECT, RATING_FRACTION, RATING_MISSING, RATING_NAN, RATING_RANGE,
-                     TEXT_NOT_STRING, TOO_FEW_TOKENS, TRUNCATED, DataError, DataReport,
-                     FileReport)
-from .splits import (CLASS_BALANCE, HASH_NAME, SPLIT_NAMES, ClassUse, Example, Splits,
-                     build_splits, class_weights, data_config, default_data_dir,
-                     splits_from_meta, unique_reviews)
+from .read import (
+                   MAX_DOCUMENT_BYTES,
+                   MAX_GZIP_RATIO,
+                   MAX_RECORD_BYTES,
+                   ReadOptions,
+                   fingerprint,
+                   gzip_expanded_size,
+                   iter_reviews,
+                   parse_stars,
+)
+from .report import (
+                   BAD_CSV_ROW,
+                   BAD_JSON,
+                   CONFLICT,
+                   DUPLICATE,
+                   EMPTY_TEXT,
+                   LINE_TOO_LONG,
+                   NOT_OBJECT,
+                   RATING_FRACTION,
+                   RATING_MISSING,
+                   RATING_NAN,
+                   RATING_RANGE,
+                   TEXT_NOT_STRING,
+                   TOO_FEW_TOKENS,
+                   TRUNCATED,
+                   DataError,
+                   DataReport,
+                   FileReport,
+)
+from .splits import (
+                   CLASS_BALANCE,
+                   HASH_NAME,
+                   SPLIT_NAMES,
+                   ClassUse,
+                   Example,
+                   Splits,
+                   build_splits,
+                   class_weights,
+                   data_config,
+                   default_data_dir,
+                   splits_from_meta,
+                   unique_reviews,
+)
 
 __all__ = [
     "DataError", "ReadOptions", "Example", "Splits", "DataReport", "FileReport",

@@ -22,9 +22,22 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .report import (BAD_CSV_ROW, BAD_JSON, EMPTY_TEXT, LINE_TOO_LONG, NOT_OBJECT,
-                     RATING_FRACTION, RATING_MISSING, RATING_NAN, RATING_RANGE,
-                     TEXT_NOT_STRING, TRUNCATED, DataError, DataReport, FileReport)
+from .report import (
+    BAD_CSV_ROW,
+    BAD_JSON,
+    EMPTY_TEXT,
+    LINE_TOO_LONG,
+    NOT_OBJECT,
+    RATING_FRACTION,
+    RATING_MISSING,
+    RATING_NAN,
+    RATING_RANGE,
+    TEXT_NOT_STRING,
+    TRUNCATED,
+    DataError,
+    DataReport,
+    FileReport,
+)
 
 try:  # orjson parses bytes ~3x faster than json; both give the same objects.
     import orjson

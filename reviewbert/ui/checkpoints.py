@@ -7,9 +7,10 @@ from pathlib import Path
 import streamlit as st
 
 from .. import catalog
+from ..checkpoint import CheckpointInfo, list_checkpoints
+from ..device import describe_device, pick_device
 from ..markdown import md_escape
-from ..model import CheckpointInfo, describe_device, list_checkpoints, pick_device
-from . import state as S
+from . import state
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_CMD = ("python -m reviewbert train --data ../shared/data/unlocked_mobile_10k.csv "
@@ -74,10 +75,10 @@ def _rel(path: Path, root: Path) -> str:
 def _refuse_pending(problems: list, infos: list[CheckpointInfo]) -> None:
     """A checkpoint asked for by another page (the Train page's "Open on the main
     page") that cannot be opened: say why, rather than silently showing another."""
-    want = st.session_state.get(S.PENDING_CHECKPOINT)
+    want = st.session_state.get(state.PENDING_CHECKPOINT)
     if want is None or want in {str(i.path) for i in infos}:
         return  # readable (if the picker hides it, a search trial, it is ignored as before)
-    st.session_state.pop(S.PENDING_CHECKPOINT, None)
+    st.session_state.pop(state.PENDING_CHECKPOINT, None)
     why = next((m for p, m in problems if str(p) == want), None)
     st.error(f"**{_plain(Path(want).parent.name + '/' + Path(want).name)}** cannot be opened: "
              f"{_plain(why or 'it is not a readable checkpoint')}. "
@@ -103,25 +104,25 @@ def pick_checkpoint(root: Path) -> CheckpointInfo | None:
     n_trials = catalog.count_trials(infos)
     show_trials = False
     if n_trials:
-        show_trials = st.sidebar.checkbox(f"Show search trials ({n_trials})", key=S.SHOW_TRIALS)
+        show_trials = st.sidebar.checkbox(f"Show search trials ({n_trials})", key=state.SHOW_TRIALS)
     items = catalog.entries(infos, show_trials)
     by_path = {e.path: e for e in items}
     _refuse_pending(problems, infos)
     if not items:
         st.sidebar.info(f"No trained checkpoint under `{root}` yet.")
         _broken_note(problems, root)
-        st.session_state[S.CHECKPOINT_INFO] = None
+        st.session_state[state.CHECKPOINT_INFO] = None
         return None
-    S.apply_pending_checkpoint(list(by_path))
-    if st.session_state.get(S.CHECKPOINT) not in by_path:
-        st.session_state.pop(S.CHECKPOINT, None)  # e.g. deleted, or a trial now hidden
+    state.apply_pending_checkpoint(list(by_path))
+    if st.session_state.get(state.CHECKPOINT) not in by_path:
+        st.session_state.pop(state.CHECKPOINT, None)  # e.g. deleted, or a trial now hidden
     choice = st.sidebar.selectbox(
         "Checkpoint", list(by_path), index=default_index([e.info for e in items]),
-        key=S.CHECKPOINT, format_func=lambda p: by_path[p].label)
+        key=state.CHECKPOINT, format_func=lambda p: by_path[p].label)
     info = by_path[choice].info
     st.sidebar.markdown(describe(info))
     _broken_note(problems, root)
-    st.session_state[S.CHECKPOINT_INFO] = info
+    st.session_state[state.CHECKPOINT_INFO] = info
     return info
 
 
@@ -130,7 +131,7 @@ def training_guide(root: Path) -> None:
             "predict ratings and show attention. Train one on the **Train** page (a few "
             "minutes on a CPU with a small cap per class); it then appears in the sidebar.")
     if st.button("Open the training page", key="guide_to_train", type="primary"):
-        st.switch_page(S.TRAIN_PAGE)
+        st.switch_page(state.TRAIN_PAGE)
     st.markdown("Or run from the repository root:")
     st.code(TRAIN_CMD + " --max-per-class 200 --epochs 1", language="bash")
     st.markdown(f"The app lists every checkpoint under `{root}` "

@@ -13,27 +13,26 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import allocator, heap
-from . import checkpoints as C
-from . import state as S
+from . import checkpoints, state
 
 _FRAME_RAN = "_frame_ran"
 
 
 def pages() -> list:
     return [
-        st.Page(S.PREDICT_PAGE, title="Predict", icon="⭐", default=True),
-        st.Page(S.TRAIN_PAGE, title="Train", icon="🏋️"),
-        st.Page(S.INSIDE_PAGE, title="Inside BERT", icon="🔍"),
-        st.Page(S.ERROR_PAGE, title="Error analysis", icon="🔬"),
-        st.Page(S.FAITH_PAGE, title="Faithfulness", icon="⚖️"),
+        st.Page(state.PREDICT_PAGE, title="Predict", icon="⭐", default=True),
+        st.Page(state.TRAIN_PAGE, title="Train", icon="🏋️"),
+        st.Page(state.INSIDE_PAGE, title="Inside BERT", icon="🔍"),
+        st.Page(state.ERROR_PAGE, title="Error analysis", icon="🔬"),
+        st.Page(state.FAITH_PAGE, title="Faithfulness", icon="⚖️"),
     ]
 
 
 def run() -> None:
     allocator.fix_mmap_threshold()     # once per process: see reviewbert/allocator.py
     nav = st.navigation(pages())
-    S.keep_widget_state()
-    C.pick_checkpoint(C.checkpoints_root())
+    state.keep_widget_state()
+    checkpoints.pick_checkpoint(checkpoints.checkpoints_root())
     st.session_state[_FRAME_RAN] = True
     try:
         nav.run()

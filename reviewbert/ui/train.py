@@ -10,17 +10,13 @@ from pathlib import Path
 
 import streamlit as st
 
-from .. import datafiles as D
-from .. import experiments as X
-from .. import figures as F
-from .. import jobs
-from .. import runs as R
+from .. import config, datafiles, experiments, figures, jobs, runs
+from ..config import TrainConfig
 from ..data import DataError
-from ..distill import candidate_teachers
 from ..data.report import format_class_use
-from ..train import ConfigError, TrainConfig
-from . import config_form as CF
-from . import state as S
+from ..errors import ConfigError
+from ..training.distill import candidate_teachers
+from . import config_form, state
 
 ACTIVE = ("queued", "running")
 STATE_ICONS = {"queued": "⏳", "running": "🏃", "finished": "✅", "stopped": "⏸️", "failed": "❌",
@@ -30,44 +26,44 @@ REFRESH_SECONDS = 2
 
 def flash() -> None:
     """Show (once) the message an action left for the next run."""
-    msg = st.session_state.pop(S.TRAIN_FLASH, None)
+    msg = st.session_state.pop(state.TRAIN_FLASH, None)
     if msg:
         getattr(st, msg[0])(msg[1])
 
 
 # ------------------------------------------------------------------------ data
 def _save_uploads() -> None:
-    files = st.session_state.get(S.TRAIN_UPLOAD) or []
-    done = st.session_state.setdefault(S.TRAIN_UPLOADED, {})
+    files = st.session_state.get(state.TRAIN_UPLOAD) or []
+    done = st.session_state.setdefault(state.TRAIN_UPLOADED, {})
     for f in files:
         if f.file_id in done:
             continue
         try:
-            path = D.save_upload(f.name, f.getvalue())
-        except D.UploadError as e:
+            path = datafiles.save_upload(f.name, f.getvalue())
+        except datafiles.UploadError as e:
             done[f.file_id] = None
-            st.session_state[S.TRAIN_FLASH] = ("error", f"Upload **{f.name}** not kept: {e}")
+            st.session_state[state.TRAIN_FLASH] = ("error", f"Upload **{f.name}** not kept: {e}")
             continue
         done[f.file_id] = str(path)
-        chosen = list(st.session_state.get(S.TRAIN_FILES) or [])
-        st.session_state[S.TRAIN_FILES] = chosen + [str(path)] if str(path) not in chosen else chosen
-        st.session_state[S.TRAIN_FLASH] = ("success", f"Uploaded **{f.name}** as `{path.name}`.")
+        chosen = list(st.session_state.get(state.TRAIN_FILES) or [])
+        st.session_state[state.TRAIN_FILES] = chosen + [str(path)] if str(path) not in chosen else chosen
+        st.session_state[state.TRAIN_FLASH] = ("success", f"Uploaded **{f.name}** as `{path.name}`.")
 
 
 def data_section() -> tuple[list[str], dict]:
     """Pick files (or upload one), preview them. Returns (paths, data-group field values)."""
     st.subheader("1 · Data")
-    folder, uploads = D.data_dir(), D.uploads_dir()
+    folder, uploads = datafiles.data_dir(), datafiles.uploads_dir()
     st.file_uploader("Upload a review file (CSV/TSV, JSON lines or JSON array, optionally gzipped)",
                      type=["csv", "tsv", "json", "jsonl", "gz"], accept_multiple_files=True,
-                     key=S.TRAIN_UPLOAD, on_change=_save_uploads,
-                     help=f"At most {D.MAX_UPLOAD_BYTES >> 20} MB; stored in `{uploads}`.")
+                     key=state.TRAIN_UPLOAD, on_change=_save_uploads,
+                     help=f"At most {datafiles.MAX_UPLOAD_BYTES >> 20} MB; stored in `{uploads}`.")
     flash()
-    files = D.list_data_files(folder, uploads)
+    files = datafiles.list_data_files(folder, uploads)
     options = [str(p) for p in files]
-    chosen = [p for p in st.session_state.get(S.TRAIN_FILES) or [] if p in options]
-    st.session_state[S.TRAIN_FILES] = chosen
-    st.multiselect("Data files", options, key=S.TRAIN_FILES,
+    chosen = [p for p in st.session_state.get(state.TRAIN_FILES) or [] if p in options]
+    st.session_state[state.TRAIN_FILES] = chosen
+    st.multiselect("Data files", options, key=state.TRAIN_FILES,
                    format_func=lambda p: Path(p).name + ("  (uploaded)" if Path(p).parent == uploads else ""),
                    help=f"From the data folder `{folder}` (REVIEWBERT_DATA_DIR) and uploads.",
                    placeholder="Choose one or more review files")
@@ -76,18 +72,18 @@ def data_section() -> tuple[list[str], dict]:
     extra = {}
     with st.expander("Columns, titles and split"):
         cols = st.columns(3)
-        for i, f in enumerate(CF.group_fields("data")):
+        for i, f in enumerate(config.group_fields("data")):
             if f.name not in ("data", "fractions"):
-                extra[f.name] = CF.widget(f, cols[i % 3].container())
-    for path in st.session_state.get(S.TRAIN_FILES) or []:
+                extra[f.name] = config_form.widget(f, cols[i % 3].container())
+    for path in st.session_state.get(state.TRAIN_FILES) or []:
         _preview(path, extra)
-    return list(st.session_state.get(S.TRAIN_FILES) or []), extra
+    return list(st.session_state.get(state.TRAIN_FILES) or []), extra
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _cached_preview(path: str, stamp: float, options: tuple):
     from ..data import ReadOptions
-    return D.preview(path, ReadOptions(*options))
+    return datafiles.preview(path, ReadOptions(*options))
 
 
 def _read_options(extra: dict) -> tuple:
@@ -111,7 +107,7 @@ def _preview(path: str, extra: dict) -> None:
 
 @st.cache_data(max_entries=16, show_spinner="Reading the files for the data report…")
 def _cached_report(paths: tuple, stamps: tuple, cfg_items: tuple):
-    return D.training_report(list(paths), TrainConfig(**dict(cfg_items)))
+    return datafiles.training_report(list(paths), TrainConfig(**dict(cfg_items)))
 
 
 def data_report(values: dict) -> bool:
@@ -154,27 +150,27 @@ def data_report(values: dict) -> bool:
 def launch_section(root: Path) -> None:
     paths, extra = data_section()
     st.subheader("2 · Hyperparameters")
-    values, errors = CF.config_form(
+    values, cfg, errors = config_form.config_form(
         paths, extra, options={"teachers": candidate_teachers(root, paths)})
     ok = data_report(values)
     st.subheader("4 · Launch")
     c1, c2 = st.columns([3, 1])
-    if S.TRAIN_RUN_NAME not in st.session_state:
-        st.session_state[S.TRAIN_RUN_NAME] = jobs.suggest_name(root)
-    name = c1.text_input("Run name (its folder under the checkpoints folder)", key=S.TRAIN_RUN_NAME)
+    if state.TRAIN_RUN_NAME not in st.session_state:
+        st.session_state[state.TRAIN_RUN_NAME] = jobs.suggest_name(root)
+    name = c1.text_input("Run name (its folder under the checkpoints folder)", key=state.TRAIN_RUN_NAME)
     blocked = bool(errors) or not ok
     if c2.button("Launch", type="primary", key="launch_btn", disabled=blocked,
                  help="Starts a background training process; it waits as queued while "
                       "another run uses the device."):
         try:
-            run_dir, _ = jobs.start_run(values, root, name)
+            run_dir, _ = jobs.start_run(cfg, root, name)
         except (ConfigError, DataError, OSError) as e:
             st.error(str(e))
             return
-        st.session_state.pop(S.TRAIN_RUN_NAME, None)
-        st.session_state[S.PENDING_LIVE_RUN] = str(run_dir)
-        st.session_state[S.PENDING_TRAIN_VIEW] = "Runs"
-        st.session_state[S.TRAIN_FLASH] = ("success", f"Launched **{run_dir.name}**.")
+        st.session_state.pop(state.TRAIN_RUN_NAME, None)
+        st.session_state[state.PENDING_LIVE_RUN] = str(run_dir)
+        st.session_state[state.PENDING_TRAIN_VIEW] = "Runs"
+        st.session_state[state.TRAIN_FLASH] = ("success", f"Launched **{run_dir.name}**.")
         st.rerun()
     if blocked:
         st.caption("Fix the messages above to launch." if errors else
@@ -184,96 +180,96 @@ def launch_section(root: Path) -> None:
 # ---------------------------------------------------------------------- live view
 def _runs(root: Path) -> list[dict]:
     """Training runs and search trials; a search folder itself is shown in the Search view."""
-    return [r for r in R.list_runs(root, include_trials=True) if r.get("kind") != "search"]
+    return [r for r in runs.list_runs(root, include_trials=True) if r.get("kind") != "search"]
 
 
 def _progress(status: dict) -> None:
-    state = status.get("state", "?")
+    run_state = status.get("state", "?")
     total, step = status.get("total_steps") or 0, status.get("step") or 0
     frac = min(1.0, step / total) if total else 0.0
-    parts = [f"{STATE_ICONS.get(state, '')} **{state}**"]
+    parts = [f"{STATE_ICONS.get(run_state, '')} **{run_state}**"]
     if total:
         parts.append(f"epoch {status.get('epoch', '?')}/{status.get('epochs', '?')}")
         parts.append(f"step {step:,}/{total:,}")
     if status.get("samples_per_s"):
         parts.append(f"{status['samples_per_s']:.1f} samples/s")
-    if state == "running" and status.get("eta_seconds") is not None:
+    if run_state == "running" and status.get("eta_seconds") is not None:
         eta = int(status["eta_seconds"])
         parts.append(f"ETA {eta // 3600}:{eta % 3600 // 60:02d}:{eta % 60:02d}")
-    st.progress(frac if state != "finished" else 1.0, text=" · ".join(parts))
+    st.progress(frac if run_state != "finished" else 1.0, text=" · ".join(parts))
     if status.get("message"):
         st.caption(status["message"])
 
 
 def _charts(curves, key: str) -> None:
     cols = st.columns(2)
-    for i, (metric, title) in enumerate(X.METRICS):
+    for i, (metric, title) in enumerate(experiments.METRICS):
         if metric == "relaxed_accuracy" and len(curves) and \
                 curves[curves["metric"] == metric].empty:
             title += " (not defined for 3 labels)"
-        cols[i % 2].plotly_chart(F.metric_curves(curves, metric, title), key=f"{key}_{metric}",
+        cols[i % 2].plotly_chart(figures.metric_curves(curves, metric, title), key=f"{key}_{metric}",
                                  config={"displayModeBar": False})
 
 
 def _controls(run_dir: Path, status: dict) -> None:
-    state = status.get("state")
+    run_state = status.get("state")
     c1, c2, c3, c4 = st.columns(4)
-    if state == "running" and c1.button("Stop", key="stop_btn",
+    if run_state == "running" and c1.button("Stop", key="stop_btn",
                                         help="Finishes the current step, saves last/, exits"):
-        R.stop_run(run_dir)
+        runs.stop_run(run_dir)
         st.toast("Stopping after the current step…")
-    if state == "queued" and c1.button("Cancel", key="cancel_btn"):
-        R.cancel_run(run_dir)
-    if state in ("stopped", "killed", "failed") and (run_dir / "last").is_dir() and \
+    if run_state == "queued" and c1.button("Cancel", key="cancel_btn"):
+        runs.cancel_run(run_dir)
+    if run_state in ("stopped", "killed", "failed") and (run_dir / "last").is_dir() and \
             c2.button("Resume", key="resume_btn", help="Continues from last/, history kept"):
-        R.resume_run(run_dir, queue=True)
+        runs.resume_run(run_dir, queue=True)
         st.toast("Resuming (queued until the device is free)…")
     if (run_dir / "best" / "config.json").exists() and \
             c3.button("Open on the main page", key="open_btn"):
-        S.select_checkpoint(run_dir / "best")
-        st.switch_page(S.PREDICT_PAGE)
-    if state not in ACTIVE and c4.button("Delete…", key="delete_btn"):
-        st.session_state[S.CONFIRM_DELETE] = str(run_dir)
-    if st.session_state.get(S.CONFIRM_DELETE) == str(run_dir):
+        state.select_checkpoint(run_dir / "best")
+        st.switch_page(state.PREDICT_PAGE)
+    if run_state not in ACTIVE and c4.button("Delete…", key="delete_btn"):
+        st.session_state[state.CONFIRM_DELETE] = str(run_dir)
+    if st.session_state.get(state.CONFIRM_DELETE) == str(run_dir):
         st.warning(f"Delete **{run_dir.name}** and its checkpoints? This cannot be undone.")
         d1, d2, _ = st.columns([1, 1, 4])
         if d1.button("Yes, delete", key="delete_yes", type="primary"):
             try:
-                R.delete_run(run_dir)
-                st.session_state[S.TRAIN_FLASH] = ("success", f"Deleted {run_dir.name}.")
+                runs.delete_run(run_dir)
+                st.session_state[state.TRAIN_FLASH] = ("success", f"Deleted {run_dir.name}.")
             except (OSError, ValueError, RuntimeError) as e:
-                st.session_state[S.TRAIN_FLASH] = ("error", f"Not deleted: {e}")
-            st.session_state.pop(S.CONFIRM_DELETE, None)
+                st.session_state[state.TRAIN_FLASH] = ("error", f"Not deleted: {e}")
+            st.session_state.pop(state.CONFIRM_DELETE, None)
             st.rerun(scope="app")
         if d2.button("No", key="delete_no"):
-            st.session_state.pop(S.CONFIRM_DELETE, None)
+            st.session_state.pop(state.CONFIRM_DELETE, None)
             st.rerun(scope="fragment")
 
 
 def _live(root: Path) -> None:
-    runs = _runs(root)
-    if not runs:
+    rows = _runs(root)
+    if not rows:
         st.info("No run yet: start one under **New run**.")
         return
-    paths = [str(r["path"]) for r in runs]
-    by_path = {str(r["path"]): r for r in runs}
-    S.apply_pending(S.PENDING_LIVE_RUN, S.LIVE_RUN)
-    if st.session_state.get(S.LIVE_RUN) not in by_path:
-        st.session_state.pop(S.LIVE_RUN, None)
+    paths = [str(r["path"]) for r in rows]
+    by_path = {str(r["path"]): r for r in rows}
+    state.apply_pending(state.PENDING_LIVE_RUN, state.LIVE_RUN)
+    if st.session_state.get(state.LIVE_RUN) not in by_path:
+        st.session_state.pop(state.LIVE_RUN, None)
     # labels without the state: a selectbox keeps its first labels while a fragment reruns
-    choice = st.selectbox("Run", paths, key=S.LIVE_RUN,
+    choice = st.selectbox("Run", paths, key=state.LIVE_RUN,
                           format_func=lambda p: str(Path(p).relative_to(root)))
     run_dir = Path(choice)
-    status = R.read_status(run_dir) or {}
+    status = runs.read_status(run_dir) or {}
     _rerun_page_on_change(run_dir, status)
     _progress(status)
     if status.get("state") in ("failed", "killed"):
         st.error(f"This run {status['state']}: {status.get('message') or 'no message'}")
         with st.expander("Log tail", expanded=status.get("state") == "failed"):
-            st.code(R.read_log_tail(run_dir) or "(empty log)", language=None)
+            st.code(runs.read_log_tail(run_dir) or "(empty log)", language=None)
     _controls(run_dir, status)
-    _charts(X.curves([run_dir]), "live")
-    st.plotly_chart(F.step_loss(X.smoothed_steps(R.read_steps(run_dir))), key="live_steps",
+    _charts(experiments.curves([run_dir]), "live")
+    st.plotly_chart(figures.step_loss(experiments.smoothed_steps(runs.read_steps(run_dir))), key="live_steps",
                     config={"displayModeBar": False})
 
 
@@ -281,8 +277,8 @@ def _rerun_page_on_change(run_dir: Path, status: dict) -> None:
     """Redraw the whole page (sidebar picker, runs table) when the run changes state or
     writes its first best/; between such changes only the fragment reruns."""
     sig = (str(run_dir), status.get("state"), (run_dir / "best" / "config.json").exists())
-    last = st.session_state.get(S.LIVE_SIGNATURE)
-    st.session_state[S.LIVE_SIGNATURE] = sig
+    last = st.session_state.get(state.LIVE_SIGNATURE)
+    st.session_state[state.LIVE_SIGNATURE] = sig
     if last is not None and last[0] == sig[0] and last != sig:
         st.rerun(scope="app")
 
@@ -300,22 +296,22 @@ def live_view(root: Path) -> None:
 # ---------------------------------------------------------------------- runs table
 def runs_table(root: Path) -> None:
     """Every run as the seed's Table 1; refreshed in place while a run is active."""
-    runs = _runs(root)
-    if not runs:
+    rows = _runs(root)
+    if not rows:
         return
     st.subheader("All runs")
-    active = any(r["status"].get("state") in ACTIVE for r in runs)
+    active = any(r["status"].get("state") in ACTIVE for r in rows)
     st.fragment(run_every=3 * REFRESH_SECONDS if active else None)(_table)(root)
 
 
 def _table(root: Path) -> None:
-    runs = _runs(root)
-    df = X.runs_table(runs)
+    rows = _runs(root)
+    df = experiments.runs_table(rows)
     st.caption("As the seed report's Table 1: metrics at the best epoch (by validation "
                "accuracy), test and validation side by side. Click column headers to sort; "
                "select rows to overlay their curves below.")
     event = st.dataframe(df.drop(columns=["path"]), hide_index=True, on_select="rerun",
-                         selection_mode="multi-row", key=S.OVERLAY_RUNS,
+                         selection_mode="multi-row", key=state.OVERLAY_RUNS,
                          column_config={"LR BERT": st.column_config.NumberColumn(format="%.0e"),
                                         "LR classifier": st.column_config.NumberColumn(format="%.0e")})
     st.download_button("Export the table as CSV", df.to_csv(index=False).encode("utf-8"),
@@ -324,4 +320,4 @@ def _table(root: Path) -> None:
     if rows:
         chosen = df.iloc[rows]
         st.markdown("**Selected runs, overlaid** (dash = run, colour = split)")
-        _charts(X.curves(list(chosen["path"]), list(chosen["run"])), "overlay")
+        _charts(experiments.curves(list(chosen["path"]), list(chosen["run"])), "overlay")

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from .. import attention as A
-from .. import figures as F
-from ..headview import MAX_TOKENS as HV_MAX, head_view_height, head_view_html, last_window_start
+from .. import attention, figures
+from ..headview import MAX_TOKENS as HV_MAX
+from ..headview import head_view_height, head_view_html, last_window_start
 from ..inference import Prediction
-from . import state as S
+from . import state
 
 HEATMAP_WRAP = 48  # columns per row of the [CLS] heatmap: a 256-token review wraps into 6 rows
 UNREADABLE = ("This text has no character the model reads: only invisible or control "
@@ -50,7 +50,7 @@ def prediction_card(pred: Prediction, true_stars: int | None = None, source: str
         st.caption(f"{pred.n_tokens} tokens, {len(pred.words)} words, "
                    f"{pred.num_layers} layers × {pred.num_heads} heads")
     with c2:
-        st.plotly_chart(F.probs_bar(list(scheme.names), pred.probs, pred.label_id, true_id),
+        st.plotly_chart(figures.probs_bar(list(scheme.names), pred.probs, pred.label_id, true_id),
                         key="probs_chart", config={"displayModeBar": False})
     if pred.chars_cut:
         st.warning("This text is very long: only its first 100,000 characters were read.")
@@ -81,23 +81,23 @@ def cls_layers_view(pred: Prediction, c: dict):
     st.subheader("[CLS] → token attention, last layers")
     st.caption("The classifier reads only the [CLS] position, so this is where the model "
                "looks when it decides (the seed report's figure). Rows: layers; brighter = more.")
-    view = A.cls_view(pred, head=c["head"], level=c["level"], include_special=c["include_special"])
-    fig = F.cls_heatmap(view, wrap=HEATMAP_WRAP)
+    view = attention.cls_view(pred, head=c["head"], level=c["level"], include_special=c["include_special"])
+    fig = figures.cls_heatmap(view, wrap=HEATMAP_WRAP)
     st.plotly_chart(fig, key="cls_heatmap")
     downloads(pred, fig)
 
 
 def heads_view(pred: Prediction, c: dict):
     st.subheader(f"Every head of layer {c['layer'] + 1}")
-    view = A.heads_view(pred, c["layer"], level=c["level"], include_special=c["include_special"])
-    st.plotly_chart(F.heads_figure(view, c["layer"]), key="heads_fig")
+    view = attention.heads_view(pred, c["layer"], level=c["level"], include_special=c["include_special"])
+    st.plotly_chart(figures.heads_figure(view, c["layer"]), key="heads_fig")
     head = 0 if c["head"] is None else c["head"]
     if c["head"] is None:
         st.caption("Enlarged below: head 1 (pick a head above to enlarge another).")
-    st.plotly_chart(F.head_bars(view, c["layer"], head), key="head_bars")
+    st.plotly_chart(figures.head_bars(view, c["layer"], head), key="head_bars")
 
 
-def bertviz_view(pred: Prediction, c: dict, key: str = S.HV_WINDOW):
+def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
     """bertviz's head view of layer ``c["layer"]`` (head ``c["head"]``, or all heads).
 
     A review longer than the head view's :data:`HV_MAX` tokens gets a slider that
@@ -150,8 +150,8 @@ def highlight_view(pred: Prediction, c: dict):
     st.subheader("The review, highlighted by attention")
     st.caption(f"[CLS] → word attention in layer {c['layer'] + 1}, {head} "
                "(special tokens excluded, renormalised). Hover a word for its value.")
-    scores = A.word_scores(pred, c["layer"], c["head"])
-    st.markdown(F.highlight_html(pred.text, pred.word_spans, scores), unsafe_allow_html=True)
+    scores = attention.word_scores(pred, c["layer"], c["head"])
+    st.markdown(figures.highlight_html(pred.text, pred.word_spans, scores), unsafe_allow_html=True)
 
 
 # ------------------------------------------------------------------ downloads
@@ -166,7 +166,7 @@ def downloads(pred: Prediction, fig):
     c1, c2, c3, c4 = st.columns(4)
     key = f"{hash(pred.text)}-{fig.layout.title.text}"
     with c1:
-        png = st.session_state.get(S.PNG)
+        png = st.session_state.get(state.PNG)
         if png and png[0] == key:
             st.download_button("Heatmap PNG", png[1], "cls_attention.png", "image/png",
                                key="dl_png", on_click="ignore")
@@ -174,7 +174,7 @@ def downloads(pred: Prediction, fig):
                        help="Rendered with kaleido in a headless Chromium (a few seconds)"):
             try:
                 with st.spinner("Rendering PNG…"):
-                    st.session_state[S.PNG] = (key, _png_bytes(fig))
+                    st.session_state[state.PNG] = (key, _png_bytes(fig))
                 st.rerun()
             except Exception as e:  # noqa: BLE001 - any kaleido/Chrome failure: say so
                 st.warning(f"PNG export is not available here ({type(e).__name__}: {e}). "

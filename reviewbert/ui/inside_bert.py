@@ -19,22 +19,17 @@ from typing import Callable
 import numpy as np
 import streamlit as st
 
-from ..markdown import md_escape
-
-from .. import anatomy as A
-from .. import heap
-from .. import anatomy_figures as AF
+from .. import anatomy, anatomy_figures, heap
+from ..checkpoint import CheckpointInfo
+from ..errors import CheckpointError
 from ..figures import probs_bar
 from ..inference import Prediction, Predictor
-from ..model import CheckpointError, CheckpointInfo
-from . import checkpoints as C
-from . import predict_panel as P
-from . import state as S
-from . import views as V
+from ..markdown import md_escape
+from . import cached_model, checkpoints, prediction, state
 
 DEFAULT_SENTENCE = "time flies like an arrow"
-KEPT = (S.INSIDE_SENTENCE, S.INSIDE_CLASSROOM, S.INSIDE_LAYER, S.INSIDE_HEAD, S.INSIDE_ROW,
-        S.INSIDE_SUBSTEP, S.INSIDE_COMPARE, S.INSIDE_WORD, S.INSIDE_MASKED)
+KEPT = (state.INSIDE_SENTENCE, state.INSIDE_CLASSROOM, state.INSIDE_LAYER, state.INSIDE_HEAD,
+        state.INSIDE_ROW, state.INSIDE_SUBSTEP, state.INSIDE_COMPARE, state.INSIDE_WORD, state.INSIDE_MASKED)
 CLASSROOM_CSS = """<style>
 [data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] p,
 [data-testid="stMainBlockContainer"] [data-testid="stMarkdownContainer"] li {
@@ -55,9 +50,9 @@ class Lesson:
     path: str
     stamp: float
     text: str                  # as typed: the cache key of the trace
-    trace: A.Trace
+    trace: anatomy.Trace
     pred: Prediction
-    mlm: A.MlmStatus
+    mlm: anatomy.MlmStatus
     classroom: bool
     emb_diff: float            # the traced embedding output against the model's own module
 
@@ -69,7 +64,7 @@ class Lesson:
 # -------------------------------------------------------------------- state
 def keep_state() -> None:
     """Carry the page's widget values over runs that do not draw them (see the docstring)."""
-    saved = st.session_state.setdefault(S.INSIDE_SAVED, {})
+    saved = st.session_state.setdefault(state.INSIDE_SAVED, {})
     for k in KEPT:
         if k in st.session_state:
             saved[k] = st.session_state[k]
@@ -87,41 +82,41 @@ def _clamp(key: str, options: list, default=None) -> None:
 
 # -------------------------------------------------------------------- caches
 @st.cache_data(max_entries=8, show_spinner="Taking the sentence apart…")
-def _lesson_data(path: str, stamp: float, text: str) -> tuple[A.Trace, Prediction, float]:
-    predictor = P.load_predictor(path, stamp)
-    tr = A.trace(predictor.model, predictor.tokenizer, text, predictor.max_length)
-    return tr, predictor.predict(text), A.embeddings_max_diff(predictor.model, tr)
+def _lesson_data(path: str, stamp: float, text: str) -> tuple[anatomy.Trace, Prediction, float]:
+    predictor = cached_model.load_predictor(path, stamp)
+    tr = anatomy.trace(predictor.model, predictor.tokenizer, text, predictor.max_length)
+    return tr, predictor.predict(text), anatomy.embeddings_max_diff(predictor.model, tr)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _layer_detail(path: str, stamp: float, text: str, layer: int) -> A.LayerDetail:
+def _layer_detail(path: str, stamp: float, text: str, layer: int) -> anatomy.LayerDetail:
     tr, _, _ = _lesson_data(path, stamp, text)
-    return A.layer_detail(P.load_predictor(path, stamp).model, tr, layer)
+    return anatomy.layer_detail(cached_model.load_predictor(path, stamp).model, tr, layer)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def _positions(path: str, stamp: float) -> np.ndarray:
-    return A.position_similarity(P.load_predictor(path, stamp).model)
+    return anatomy.position_similarity(cached_model.load_predictor(path, stamp).model)
 
 
 @st.cache_data(max_entries=16, show_spinner="Comparing the word across sentences…")
 def _in_context(path: str, stamp: float, sentences: tuple[str, ...], word: str):
     """A WordInContext, or the plain message of why not (a str)."""
-    p = P.load_predictor(path, stamp)
+    p = cached_model.load_predictor(path, stamp)
     try:
-        return A.word_in_context(p.model, p.tokenizer, list(sentences), word, p.max_length)
+        return anatomy.word_in_context(p.model, p.tokenizer, list(sentences), word, p.max_length)
     except ValueError as e:
         return str(e)
 
 
 @st.cache_data(max_entries=8, ttl=600, show_spinner=False)   # ttl: a base model may be added
-def _mlm_status(base: str) -> A.MlmStatus:
-    return A.mlm_status(base)
+def _mlm_status(base: str) -> anatomy.MlmStatus:
+    return anatomy.mlm_status(base)
 
 
 @st.cache_resource(max_entries=1, show_spinner="Loading the base model's masked-LM head…")
 def _mlm_model(path: str):
-    model = A.load_mlm(path)
+    model = anatomy.load_mlm(path)
     heap.freeze_long_lived()
     return model
 
@@ -129,11 +124,11 @@ def _mlm_model(path: str):
 def load_predictor(info: CheckpointInfo) -> Predictor | None:
     """The sidebar checkpoint's cached predictor, or None after saying why it cannot be shown."""
     try:
-        predictor = P.load_predictor(str(info.path), P.mtime(info.path))
+        predictor = cached_model.load_predictor(str(info.path), cached_model.mtime(info.path))
     except CheckpointError as e:
-        C.load_error(e)
+        checkpoints.load_error(e)
         return None
-    why = A.unsupported_reason(predictor.model)
+    why = anatomy.unsupported_reason(predictor.model)
     if why:
         st.info(why)
         return None
@@ -143,9 +138,9 @@ def load_predictor(info: CheckpointInfo) -> Predictor | None:
 def lesson(predictor: Predictor, info: CheckpointInfo, text: str,
            classroom: bool) -> Lesson | None:
     """The traced sentence, or None after saying why there is nothing to trace."""
-    path, stamp = str(info.path), P.mtime(info.path)
+    path, stamp = str(info.path), cached_model.mtime(info.path)
     tr, pred, emb_diff = _lesson_data(path, stamp, text)
-    if V.unreadable(pred):
+    if prediction.unreadable(pred):
         return None
     return Lesson(predictor, info, path, stamp, text, tr, pred, _mlm_status(info.base_model),
                   classroom, emb_diff)
@@ -158,7 +153,7 @@ _md = md_escape
 def _chart(les: Lesson, fig, name: str) -> None:
     if les.classroom:
         fig.update_layout(font=dict(size=17), title_font_size=21)
-    st.plotly_chart(fig, key=S.INSIDE_FIG + name, config={"displayModeBar": False})
+    st.plotly_chart(fig, key=state.INSIDE_FIG + name, config={"displayModeBar": False})
 
 
 def _shape(*dims: int) -> str:
@@ -175,16 +170,16 @@ def _check(label: str, diff: float, tol: float = 1e-5) -> None:
 def sentence_input() -> tuple[str, bool]:
     """The sentence box and the classroom toggle; returns (text, classroom)."""
     keep_state()
-    st.session_state.setdefault(S.INSIDE_SENTENCE, DEFAULT_SENTENCE)
+    st.session_state.setdefault(state.INSIDE_SENTENCE, DEFAULT_SENTENCE)
     c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
-    c1.text_input("Sentence", key=S.INSIDE_SENTENCE, max_chars=5000,
+    c1.text_input("Sentence", key=state.INSIDE_SENTENCE, max_chars=5000,
                   help="Any text: a sentence is easiest to follow; a long review works too.")
-    c2.toggle("Classroom", key=S.INSIDE_CLASSROOM,
+    c2.toggle("Classroom", key=state.INSIDE_CLASSROOM,
               help="For a projector: larger type, fewer controls, one step at a time.")
-    classroom = bool(st.session_state.get(S.INSIDE_CLASSROOM))
+    classroom = bool(st.session_state.get(state.INSIDE_CLASSROOM))
     if classroom:
         st.markdown(CLASSROOM_CSS, unsafe_allow_html=True)
-    return st.session_state.get(S.INSIDE_SENTENCE) or "", classroom
+    return st.session_state.get(state.INSIDE_SENTENCE) or "", classroom
 
 
 def model_line(les: Lesson) -> None:
@@ -204,13 +199,13 @@ def step_tokens(les: Lesson) -> None:
                "[SEP] at the end, and each piece becomes its id: a row number in the tables "
                "of step 2.")
     special = [w is None for w in tr.word_ids]
-    st.markdown(AF.token_chips_html(tr.tokens, tr.ids, special), unsafe_allow_html=True)
+    st.markdown(anatomy_figures.token_chips_html(tr.tokens, tr.ids, special), unsafe_allow_html=True)
     st.markdown(f"Shape: **{_shape(tr.n_tokens)}** token ids: {tr.n_tokens - 2} pieces + "
                 "[CLS] + [SEP].")
     if tr.truncated:
         st.warning(f"The text has {tr.n_tokens_original:,} tokens; the model reads the first "
                    f"{tr.n_tokens - 1} and the final [SEP], so the steps do too.")
-    splits = A.word_splits(tr, les.predictor.tokenizer)
+    splits = anatomy.word_splits(tr, les.predictor.tokenizer)
     lines = []
     for sp in splits:
         where = "in this sentence" if sp.in_sentence else "not in this sentence; an example"
@@ -223,7 +218,7 @@ def step_tokens(les: Lesson) -> None:
     st.caption(f"As one-hot rows, the ids are a {_shape(tr.n_tokens, d.vocab)} matrix of zeros "
                "with a single 1 per row; multiplying it by the token table picks that table's "
                "rows, which is all an embedding lookup is.")
-    _chart(les, AF.one_hot_figure(tr.tokens, tr.ids, d.vocab), "onehot")
+    _chart(les, anatomy_figures.one_hot_figure(tr.tokens, tr.ids, d.vocab), "onehot")
 
 
 # -------------------------------------------------------------------- step 2
@@ -245,27 +240,28 @@ def step_embeddings(les: Lesson) -> None:
              ("position embeddings", tr.position_emb),
              ("segment embeddings", tr.segment_emb),
              ("sum", tr.emb_sum), ("LayerNorm(sum): the input of layer 1", tr.embedding_output)]
-    _chart(les, AF.embeddings_figure(parts, tr.tokens), "embeddings")
+    _chart(les, anatomy_figures.embeddings_figure(parts, tr.tokens), "embeddings")
     st.caption("A few dimensions are far larger than the rest, so each panel's colours stop at "
                "its 99th percentile; hover a cell for its exact value.")
     _check("this LayerNorm(sum) equals the output of the model's own embedding module",
            les.emb_diff)
-    n = min(A.POSITIONS_SHOWN, d.max_positions)
+    n = min(anatomy.POSITIONS_SHOWN, d.max_positions)
     st.markdown(f"**Learned positions.** BERT learns its {d.max_positions} position vectors "
                 f"instead of using fixed sine waves. This compares the first {n}: each cell is "
                 "the cosine similarity of two positions' vectors (1: same direction).")
-    _chart(les, AF.position_similarity_figure(_positions(les.path, les.stamp)[:n, :n]), "positions")
+    similarity = _positions(les.path, les.stamp)[:n, :n]
+    _chart(les, anatomy_figures.position_similarity_figure(similarity), "positions")
 
 
 # -------------------------------------------------------------------- step 3
 def _layer_head_pickers(les: Lesson) -> tuple[int, int]:
     d = les.trace.dims
-    _clamp(S.INSIDE_LAYER, list(range(d.layers)))
-    _clamp(S.INSIDE_HEAD, list(range(d.heads)))
+    _clamp(state.INSIDE_LAYER, list(range(d.layers)))
+    _clamp(state.INSIDE_HEAD, list(range(d.heads)))
     c1, c2 = st.columns(2)
-    layer = c1.selectbox("Layer", list(range(d.layers)), key=S.INSIDE_LAYER,
+    layer = c1.selectbox("Layer", list(range(d.layers)), key=state.INSIDE_LAYER,
                          format_func=lambda i: f"layer {i + 1}")
-    head = c2.selectbox("Head", list(range(d.heads)), key=S.INSIDE_HEAD,
+    head = c2.selectbox("Head", list(range(d.heads)), key=state.INSIDE_HEAD,
                         format_func=lambda h: f"head {h + 1}")
     return layer, head
 
@@ -274,7 +270,7 @@ def step_head(les: Lesson) -> None:
     tr, d = les.trace, les.trace.dims
     T = tr.n_tokens
     layer, head = _layer_head_pickers(les)
-    hs = A.head_step(tr, layer, head)
+    hs = anatomy.head_step(tr, layer, head)
     st.caption(f"The layer's input {_shape(T, d.hidden)} goes through three Linear layers "
                f"({_shape(d.hidden, d.hidden)} each). Their outputs are cut into {d.heads} heads "
                f"of {d.head_dim} dimensions; these are head {head + 1}'s pieces: a query (what "
@@ -285,7 +281,7 @@ def step_head(les: Lesson) -> None:
                                   ("queries", "keys", "values")):
         with col:
             st.markdown(f"**{name}** {_shape(T, d.head_dim)}")
-            _chart(les, AF.matrix_heatmap(m, rows, f"{what}, layer {layer + 1} head {head + 1}"),
+            _chart(les, anatomy_figures.matrix_heatmap(m, rows, f"{what}, layer {layer + 1} head {head + 1}"),
                    f"{name}")
     st.markdown(f"Scores: every query against every key, QKᵀ/√{d.head_dim} (÷ "
                 f"{1 / hs.scaling:.3g}) → **{_shape(T, T)}**. Then a softmax along each row "
@@ -294,16 +290,16 @@ def step_head(les: Lesson) -> None:
                 "the **filtered values**, each token's new vector made of the others'.")
     c1, c2, c3 = st.columns(3)
     with c1:
-        _chart(les, AF.matrix_heatmap(hs.scores, rows, "scores QKᵀ/√d", cols=rows,
+        _chart(les, anatomy_figures.matrix_heatmap(hs.scores, rows, "scores QKᵀ/√d", cols=rows,
                                       col_name="key"), "scores")
         st.caption("Row: the token that asks. Column: the token it is compared with.")
     with c2:
-        _chart(les, AF.matrix_heatmap(hs.attention, rows, "attention filter softmax(QKᵀ/√d)",
+        _chart(les, anatomy_figures.matrix_heatmap(hs.attention, rows, "attention filter softmax(QKᵀ/√d)",
                                       cols=rows, col_name="key", signed=False), "attention")
         st.caption("Each row sums to 1. This is the same matrix that the heatmaps on the main "
                    "page draw (there for [CLS]'s row).")
     with c3:
-        _chart(les, AF.matrix_heatmap(hs.filtered, rows, "filtered values A·V"), "filtered")
+        _chart(les, anatomy_figures.matrix_heatmap(hs.filtered, rows, "filtered values A·V"), "filtered")
         st.caption("Row i is the mix of all value rows, weighted by row i of the filter.")
     _check(f"this hand-made filter equals the attention the model returned for layer "
            f"{layer + 1}, head {head + 1} (the main page's)",
@@ -311,7 +307,7 @@ def step_head(les: Lesson) -> None:
     _softmax_row(les, hs)
 
 
-def _softmax_row(les: Lesson, hs: A.HeadStep) -> None:
+def _softmax_row(les: Lesson, hs: anatomy.HeadStep) -> None:
     tr = les.trace
     T = tr.n_tokens
     default = min(2, T - 1)                       # "flies" in "time flies like an arrow"
@@ -319,9 +315,9 @@ def _softmax_row(les: Lesson, hs: A.HeadStep) -> None:
         row = default
     else:
         opts = list(range(T))
-        if st.session_state.get(S.INSIDE_ROW) not in opts:
-            st.session_state[S.INSIDE_ROW] = default
-        row = st.selectbox("Spell out the softmax of row", opts, key=S.INSIDE_ROW,
+        if st.session_state.get(state.INSIDE_ROW) not in opts:
+            st.session_state[state.INSIDE_ROW] = default
+        row = st.selectbox("Spell out the softmax of row", opts, key=state.INSIDE_ROW,
                            format_func=lambda i: f"{i}: {tr.tokens[i]}")
     s = hs.scores[row].astype(np.float64)
     e = np.exp(s - s.max())
@@ -336,7 +332,7 @@ def _softmax_row(les: Lesson, hs: A.HeadStep) -> None:
 def step_layer(les: Lesson) -> None:
     tr, d = les.trace, les.trace.dims
     T = tr.n_tokens
-    layer = int(st.session_state.get(S.INSIDE_LAYER, 0) or 0)
+    layer = int(st.session_state.get(state.INSIDE_LAYER, 0) or 0)
     det = _layer_detail(les.path, les.stamp, les.text, layer)
     ratio = d.intermediate / d.hidden
     st.caption(f"Layer {layer + 1} (pick another in step 3). The {d.heads} heads' filtered "
@@ -358,19 +354,19 @@ def step_layer(les: Lesson) -> None:
     st.dataframe({"step": list(det.names), "shape": [_shape(*s) for s in det.shapes],
                   "what happens": [what[n] for n in det.names],
                   "mean token norm": np.round(det.norms.mean(axis=1), 3)}, hide_index=True)
-    _chart(les, AF.norms_figure(det.norms, list(det.names), tr.tokens, layer), "norms")
+    _chart(les, anatomy_figures.norms_figure(det.norms, list(det.names), tr.tokens, layer), "norms")
     names = list(det.names)
     if les.classroom:
         shown = "feed-forward expand"
     else:
-        _clamp(S.INSIDE_SUBSTEP, names, "heads concatenated")
-        shown = st.selectbox("Draw the matrix after", names, key=S.INSIDE_SUBSTEP)
+        _clamp(state.INSIDE_SUBSTEP, names, "heads concatenated")
+        shown = st.selectbox("Draw the matrix after", names, key=state.INSIDE_SUBSTEP)
     i = names.index(shown)
-    _chart(les, AF.matrix_heatmap(det.matrices[i], tr.tokens,
+    _chart(les, anatomy_figures.matrix_heatmap(det.matrices[i], tr.tokens,
                                   f"layer {layer + 1}, after “{shown}” {_shape(*det.shapes[i])}"),
            "substep")
     _check(f"these steps rebuild layer {layer + 1}'s output exactly", det.max_diff_to_trace)
-    V.bertviz_view(les.pred, {"layer": layer, "head": None}, key=S.INSIDE_HV_WINDOW)
+    prediction.bertviz_view(les.pred, {"layer": layer, "head": None}, key=state.INSIDE_HV_WINDOW)
 
 
 # -------------------------------------------------------------------- step 5
@@ -384,11 +380,11 @@ def _comparison(les: Lesson, sentences: tuple[str, ...], word: str, name: str) -
             for i in range(S_) for j in range(i + 1, S_)}
     c1, c2 = st.columns(2)
     with c1:
-        _chart(les, AF.similarity_figure(ctx.layer_names, sims, ctx.word), f"sim_{name}")
+        _chart(les, anatomy_figures.similarity_figure(ctx.layer_names, sims, ctx.word), f"sim_{name}")
     with c2:
-        _chart(les, AF.pca_figure(ctx.pca, ctx.sentences, ctx.layer_names, ctx.explained,
+        _chart(les, anatomy_figures.pca_figure(ctx.pca, ctx.sentences, ctx.layer_names, ctx.explained,
                                   ctx.word), f"pca_{name}")
-    st.info(_md(A.describe_drift(ctx)))
+    st.info(_md(anatomy.describe_drift(ctx)))
 
 
 def step_context(les: Lesson) -> None:
@@ -398,20 +394,20 @@ def step_context(les: Lesson) -> None:
                f"different vectors in different sentences. Each point below is the word's "
                f"{d.hidden}-dimensional vector at one stage: the static embedding, the input "
                f"embeddings (+ position, LayerNorm), then each of the {d.layers} layers.")
-    for word, sentences in A.SHARED_WORD_SENTENCES:
+    for word, sentences in anatomy.SHARED_WORD_SENTENCES:
         st.markdown(f"**“{word}”**: " + " · ".join(f"“{s}”" for s in sentences))
         _comparison(les, sentences, word, word)
     if les.classroom:
         return
     with st.expander("Your own sentences"):
-        st.session_state.setdefault(S.INSIDE_COMPARE, "I like this phone\nphones like this break")
-        st.text_area("Sentences, one a line", key=S.INSIDE_COMPARE, height=100)
-        sentences = tuple(s.strip() for s in st.session_state[S.INSIDE_COMPARE].splitlines()
+        st.session_state.setdefault(state.INSIDE_COMPARE, "I like this phone\nphones like this break")
+        st.text_area("Sentences, one a line", key=state.INSIDE_COMPARE, height=100)
+        sentences = tuple(s.strip() for s in st.session_state[state.INSIDE_COMPARE].splitlines()
                           if s.strip())
-        shared = A.shared_words(les.predictor.tokenizer, list(sentences)) if sentences else []
+        shared = anatomy.shared_words(les.predictor.tokenizer, list(sentences)) if sentences else []
         st.caption("Words every sentence has: " + (", ".join(shared) or "none"))
-        st.text_input("Shared word", key=S.INSIDE_WORD, placeholder=shared[0] if shared else "")
-        word = (st.session_state.get(S.INSIDE_WORD) or "").strip() or (shared[0] if shared else "")
+        st.text_input("Shared word", key=state.INSIDE_WORD, placeholder=shared[0] if shared else "")
+        word = (st.session_state.get(state.INSIDE_WORD) or "").strip() or (shared[0] if shared else "")
         if len(sentences) < 2 or not word:
             st.info("Give two or more sentences that share a word.")
             return
@@ -421,7 +417,7 @@ def step_context(les: Lesson) -> None:
 # -------------------------------------------------------------------- step 6
 def step_cls(les: Lesson) -> None:
     tr, d = les.trace, les.trace.dims
-    cs = A.cls_step(les.model, tr)
+    cs = anatomy.cls_step(les.model, tr)
     C = len(cs.names)
     if cs.pooled_pre is not None:
         st.caption(f"Only [CLS]'s row of the last layer goes on, {_shape(d.hidden)}. "
@@ -436,13 +432,14 @@ def step_cls(les: Lesson) -> None:
         st.caption("This model has no pooler: the last layer's [CLS] row goes straight to the "
                    "classifier.")
         rows = [("[CLS], last layer", cs.cls_vector)]
-    _chart(les, AF.vectors_figure(rows, f"[CLS] → pooled {_shape(d.hidden)}"), "cls")
-    _chart(les, AF.matrix_heatmap(cs.weight, cs.names, f"classifier weights {_shape(C, d.hidden)}"),
+    _chart(les, anatomy_figures.vectors_figure(rows, f"[CLS] → pooled {_shape(d.hidden)}"), "cls")
+    _chart(les, anatomy_figures.matrix_heatmap(cs.weight, cs.names,
+                                               f"classifier weights {_shape(C, d.hidden)}"),
            "classifier")
     k = int(cs.probs.argmax())
     c1, c2 = st.columns(2)
     with c1:
-        _chart(les, AF.logits_figure(cs.names, cs.logits, k), "logits")
+        _chart(les, anatomy_figures.logits_figure(cs.names, cs.logits, k), "logits")
     with c2:
         _chart(les, probs_bar(cs.names, cs.probs, k), "probs")
     st.markdown(f"By hand: **{_md(cs.names[k])}** ({cs.probs[k]:.1%}). The main page predicts "
@@ -457,15 +454,15 @@ def step_mlm(les: Lesson) -> None:
                f"words. The fine-tuned checkpoint no longer has that head, but its base model "
                f"`{les.info.base_model}` does: this asks it (the base model, not the fine-tuned "
                "one) for the top 5 words for each [MASK].")
-    default = A.masked_default(les.trace.text)
+    default = anatomy.masked_default(les.trace.text)
     if les.classroom:
         text = default
     else:
-        st.session_state.setdefault(S.INSIDE_MASKED, default)
-        text = st.text_input("Sentence with [MASK]", key=S.INSIDE_MASKED)
+        st.session_state.setdefault(state.INSIDE_MASKED, default)
+        text = st.text_input("Sentence with [MASK]", key=state.INSIDE_MASKED)
     try:
         model, tok = _mlm_model(les.mlm.path)
-        fills = A.fill_mask(model, tok, text)
+        fills = anatomy.fill_mask(model, tok, text)
     except Exception as e:  # noqa: BLE001 - the step must never break the page
         st.warning(f"The masked-language model could not run here ({type(e).__name__}: {e}).")
         return
@@ -475,7 +472,7 @@ def step_mlm(les: Lesson) -> None:
     cols = st.columns(min(len(fills), 3))
     for n, f in enumerate(fills[:3]):
         with cols[n]:
-            _chart(les, AF.mask_figure(f.candidates, f"[MASK] {n + 1}: top {len(f.candidates)}"),
+            _chart(les, anatomy_figures.mask_figure(f.candidates, f"[MASK] {n + 1}: top {len(f.candidates)}"),
                    f"mask{n}")
 
 
@@ -497,7 +494,7 @@ def steps_for(les: Lesson) -> list[tuple[str, Callable[[Lesson], None]]]:
 
 
 def _move(delta: int, n: int) -> None:
-    st.session_state[S.INSIDE_STEP] = min(max(0, st.session_state.get(S.INSIDE_STEP, 0) + delta),
+    st.session_state[state.INSIDE_STEP] = min(max(0, st.session_state.get(state.INSIDE_STEP, 0) + delta),
                                           n - 1)
 
 
@@ -507,13 +504,13 @@ def show(les: Lesson) -> None:
     last = True
     if les.classroom:
         n = len(steps)
-        i = min(max(0, int(st.session_state.get(S.INSIDE_STEP, 0))), n - 1)
+        i = min(max(0, int(st.session_state.get(state.INSIDE_STEP, 0))), n - 1)
         last = i == n - 1
         c1, c2, c3 = st.columns([1, 5, 1])
-        c1.button("◀ Back", key=S.INSIDE_BACK, on_click=_move, args=(-1, n), disabled=i == 0,
+        c1.button("◀ Back", key=state.INSIDE_BACK, on_click=_move, args=(-1, n), disabled=i == 0,
                   width="stretch")
         c2.progress((i + 1) / n, text=f"Step {i + 1} of {n}")
-        c3.button("Next ▶", key=S.INSIDE_NEXT, on_click=_move, args=(1, n), disabled=last,
+        c3.button("Next ▶", key=state.INSIDE_NEXT, on_click=_move, args=(1, n), disabled=last,
                   width="stretch")
         steps = steps[i:i + 1]
     for title, draw in steps:

@@ -19,32 +19,23 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from .. import attention as A
-from .. import heap
-from .. import datafiles as D
-from .. import figures as F
-from ..analysis import breakdown as B
-from ..analysis import figures as AF
-from ..analysis import lookup, predict_split
-from ..analysis import word_attention as W
+from .. import attention, datafiles, figures, heap
+from ..analysis import breakdown, lookup, predict_split, word_attention
+from ..analysis import figures as analysis_figures
 from ..analysis.calibration import reliability
 from ..analysis.compare import compare
 from ..analysis.intervals import metric_intervals
 from ..analysis.label_issues import find_issues
 from ..analysis.predictions import export_frame, planned_reviews
 from ..analysis.sources import CACHE_MAX_REVIEWS, all_reviews, describe, describe_test_split
+from ..checkpoint import list_checkpoints, load_checkpoint
 from ..data import DataError
-from ..evaluate import resolve_precision
+from ..device import resolve_precision
 from ..examples import Review
 from ..labels import get_scheme
 from ..markdown import md_code
-from ..model import list_checkpoints, load_checkpoint
 from ..report import CLEAN_CAVEAT, METRIC_NAMES, ReportInputs, build_report, fmt_metric
-from . import checkpoints as C
-from . import explain_views as X
-from . import predict_panel as P
-from . import state as S
-from . import views as V
+from . import cached_model, checkpoints, explanations, prediction, state
 
 TABS = ("Overview", "Errors", "Label issues", "Per-rating attention", "Compare", "Export")
 SOURCES = ("test split", "data file", "upload")
@@ -92,45 +83,46 @@ def file_reviews(path: str, stamp: float, labels: int, meta_data: dict | None):
 
 
 def _save_upload():
-    f = st.session_state.get(S.ERR_UPLOAD)
+    f = st.session_state.get(state.ERR_UPLOAD)
     if f is None:
         return
     try:
-        st.session_state[S.ERR_UPLOADED] = str(D.save_upload(f.name, f.getvalue()))
-    except D.UploadError as e:
-        st.session_state[S.ERR_UPLOADED] = None
-        st.session_state[S.ERR_UPLOAD_ERROR] = f"Upload **{f.name}** not kept: {e}"
+        st.session_state[state.ERR_UPLOADED] = str(datafiles.save_upload(f.name, f.getvalue()))
+    except datafiles.UploadError as e:
+        st.session_state[state.ERR_UPLOADED] = None
+        st.session_state[state.ERR_UPLOAD_ERROR] = f"Upload **{f.name}** not kept: {e}"
 
 
 def pick_data(info, predictor) -> Choice | None:
     """Which reviews: the checkpoint's own test split, a data file, or an upload."""
-    test, why = P.load_test_reviews(str(info.path), P.mtime(info.path))
+    test, why = cached_model.load_test_reviews(str(info.path), cached_model.mtime(info.path))
     options = list(SOURCES) if test is not None else list(SOURCES[1:])
     labels = {"test split": "this checkpoint's test split", "data file": "a data file",
               "upload": "an uploaded file"}
-    kind = st.radio("Reviews to evaluate", options, key=S.ERR_SOURCE, horizontal=True,
+    kind = st.radio("Reviews to evaluate", options, key=state.ERR_SOURCE, horizontal=True,
                     format_func=labels.get)
     if test is None:
         st.caption(f"This checkpoint's test split is not available: {why}")
-    stamp = P.mtime(info.path)
+    stamp = cached_model.mtime(info.path)
     base = f"{info.path}:{stamp}:{predictor.max_length}"
     if kind == "test split":
         return Choice(test, describe_test_split(info.meta), f"{base}:test")
     if kind == "data file":
-        files = [str(p) for p in D.list_data_files()]
+        files = [str(p) for p in datafiles.list_data_files()]
         if not files:
-            st.warning(f"No review files in `{D.data_dir()}` or `{D.uploads_dir()}`.")
+            st.warning(f"No review files in `{datafiles.data_dir()}` or `{datafiles.uploads_dir()}`.")
             return None
-        path = st.selectbox("Data file", files, key=S.ERR_FILE, format_func=lambda p: Path(p).name)
+        path = st.selectbox("Data file", files, key=state.ERR_FILE, format_func=lambda p: Path(p).name)
     else:
         st.file_uploader("Review file (CSV/TSV, JSON lines or JSON array, optionally gzipped)",
-                         type=["csv", "tsv", "json", "jsonl", "gz"], key=S.ERR_UPLOAD,
+                         type=["csv", "tsv", "json", "jsonl", "gz"], key=state.ERR_UPLOAD,
                          on_change=_save_upload,
-                         help=f"At most {D.MAX_UPLOAD_BYTES >> 20} MB; kept in `{D.uploads_dir()}`.")
-        err = st.session_state.pop(S.ERR_UPLOAD_ERROR, None)
+                         help=f"At most {datafiles.MAX_UPLOAD_BYTES >> 20} MB; kept in "
+                              f"`{datafiles.uploads_dir()}`.")
+        err = st.session_state.pop(state.ERR_UPLOAD_ERROR, None)
         if err:
             st.error(err)
-        path = st.session_state.get(S.ERR_UPLOADED)
+        path = st.session_state.get(state.ERR_UPLOADED)
         if not path:
             return None
     reviews, desc, why = file_reviews(path, Path(path).stat().st_mtime, info.scheme.num_labels,
@@ -172,7 +164,7 @@ def _seconds(s: float) -> str:
 
 
 def _evaluate(info, choice: Choice, what: str):
-    model, tok = load_eval_model(str(info.path), P.mtime(info.path))
+    model, tok = load_eval_model(str(info.path), cached_model.mtime(info.path))
     precision = resolve_precision("auto", model.device)
     progress = StreamlitProgress(planned_reviews(len(choice.reviews), precision), what)
     try:
@@ -184,19 +176,19 @@ def _evaluate(info, choice: Choice, what: str):
 
 
 def _max_length(info) -> int:
-    return P.load_predictor(str(info.path), P.mtime(info.path)).max_length
+    return cached_model.load_predictor(str(info.path), cached_model.mtime(info.path)).max_length
 
 
 def evaluation(info, choice: Choice):
     """The predictions for the chosen reviews: from the cache, or computed on request."""
     preds = lookup(info.path, choice.reviews, info.scheme, _max_length(info))
-    kept = st.session_state.get(S.ERR_RESULT)
+    kept = st.session_state.get(state.ERR_RESULT)
     if preds is None and kept and kept[0] == choice.key:
         preds = kept[1]                     # computed, but there was nowhere to cache it
-    if preds is None and st.session_state.get(S.ERR_RUN) == choice.key:
+    if preds is None and st.session_state.get(state.ERR_RUN) == choice.key:
         preds = _evaluate(info, choice, f"Evaluating {info.name}")
         if preds.folder is None:
-            st.session_state[S.ERR_RESULT] = (choice.key, preds)
+            st.session_state[state.ERR_RESULT] = (choice.key, preds)
     if preds is None:
         n = len(choice.reviews)
         st.info(f"**{n:,} reviews** ({describe(choice.source)}) have not been evaluated by this "
@@ -204,7 +196,7 @@ def evaluation(info, choice: Choice):
                 "a 2-core CPU; the predictions are then saved beside the checkpoint, so the next "
                 "visit (and `python -m reviewbert evaluate`) reads them instead.")
         if st.button(f"Evaluate {n:,} reviews", type="primary", key="err_evaluate"):
-            st.session_state[S.ERR_RUN] = choice.key
+            st.session_state[state.ERR_RUN] = choice.key
             st.rerun()
         return None
     check = preds.meta.get("fp32_check")
@@ -244,7 +236,8 @@ def _metrics_frame(m: dict, iv: dict | None = None) -> pd.DataFrame:
             continue
         i = (iv or {}).get(k)
         rows.append({"metric": name, "value": fmt_metric(k, m[k]),
-                     "95% interval": "n/a" if i is None else f"{fmt_metric(k, i.low)} – {fmt_metric(k, i.high)}"})
+                     "95% interval": "n/a" if i is None
+                     else f"{fmt_metric(k, i.low)} – {fmt_metric(k, i.high)}"})
     return pd.DataFrame(rows)
 
 
@@ -258,23 +251,23 @@ def overview(preds) -> None:
     st.caption("Percentile bootstrap over reviews (1,000 resamples; 300 for AUC). Two "
                "checkpoints whose intervals overlap widely are not shown to differ.")
     st.subheader("Per class")
-    st.dataframe(B.per_class(preds.y, preds.pred, names), hide_index=True, width="content",
+    st.dataframe(breakdown.per_class(preds.y, preds.pred, names), hide_index=True, width="content",
                  column_config={c: st.column_config.NumberColumn(format="%.3f")
                                 for c in ("precision", "recall", "f1")})
-    figs = {"roc": AF.roc_figure(B.roc_curves(preds.y, preds.probs, names)),
-            "calibration": AF.reliability_figure(reliability(preds.y, preds.probs))}
+    figs = {"roc": analysis_figures.roc_figure(breakdown.roc_curves(preds.y, preds.probs, names)),
+            "calibration": analysis_figures.reliability_figure(reliability(preds.y, preds.probs))}
     c1, c2 = st.columns(2)
     with c1:
         st.plotly_chart(figs["roc"], key="err_roc")
     with c2:
         st.plotly_chart(figs["calibration"], key="err_calibration")
     st.subheader("Accuracy by review length")
-    figs["length"] = AF.length_figure(B.length_bins(preds.n_tokens, preds.correct,
+    figs["length"] = analysis_figures.length_figure(breakdown.length_bins(preds.n_tokens, preds.correct,
                                                     preds.meta.get("max_length")))
     st.plotly_chart(figs["length"], key="err_length")
     st.markdown("**What the seed's filter changes.** The seed dropped reviews under 100 tokens "
                 "before training and testing:")
-    sf = B.seed_filter(preds.y, preds.probs, preds.n_tokens, names)
+    sf = breakdown.seed_filter(preds.y, preds.probs, preds.n_tokens, names)
     st.dataframe(sf, hide_index=True, column_config={
         "share": st.column_config.NumberColumn(format="percent"),
         "accuracy": st.column_config.NumberColumn(format="percent"),
@@ -285,23 +278,23 @@ def overview(preds) -> None:
 
 # ------------------------------------------------------------------ errors: confusion + browser
 def _cell_clicked():
-    sel = st.session_state.get(S.ERR_CONFUSION)
+    sel = st.session_state.get(state.ERR_CONFUSION)
     points = (sel or {}).get("selection", {}).get("points") or []
-    names = st.session_state.get(S.ERR_NAMES) or []
+    names = st.session_state.get(state.ERR_NAMES) or []
     if not points or not names:
         return
     true, pred = int(points[0]["y"]), int(points[0]["x"])
-    st.session_state[S.ERR_TRUE] = [names[true]]
-    st.session_state[S.ERR_PRED] = [names[pred]]
-    st.session_state[S.ERR_ONLY_WRONG] = true != pred
+    st.session_state[state.ERR_TRUE] = [names[true]]
+    st.session_state[state.ERR_PRED] = [names[pred]]
+    st.session_state[state.ERR_ONLY_WRONG] = true != pred
 
 
 def confusion(preds):
     names = preds.names
-    st.session_state[S.ERR_NAMES] = names
-    fig = AF.confusion_figure(B.confusion(preds.y, preds.pred, len(names)), names,
+    st.session_state[state.ERR_NAMES] = names
+    fig = analysis_figures.confusion_figure(breakdown.confusion(preds.y, preds.pred, len(names)), names,
                               title="Confusion matrix: count and share of the true class")
-    st.plotly_chart(fig, key=S.ERR_CONFUSION, on_select=_cell_clicked, selection_mode="points",
+    st.plotly_chart(fig, key=state.ERR_CONFUSION, on_select=_cell_clicked, selection_mode="points",
                     config={"displayModeBar": False}, width="content")
     st.caption("Colour: share of the true class's reviews (row-normalised); each cell also "
                "shows the count. Click a cell to list those reviews below.")
@@ -344,12 +337,12 @@ def browser(preds, predictor):
     names = preds.names
     st.subheader("Misclassified reviews")
     c1, c2, c3, c4 = st.columns([1.2, 1.2, 1, 1.2])
-    true = c1.multiselect("True rating", names, key=S.ERR_TRUE, placeholder="any")
-    pred = c2.multiselect("Predicted rating", names, key=S.ERR_PRED, placeholder="any")
-    sort = c4.selectbox("Sort by", list(SORTS), key=S.ERR_SORT, format_func=SORTS.get)
-    st.session_state.setdefault(S.ERR_ONLY_WRONG, True)   # not value=: a cell click sets it
-    only_wrong = c3.checkbox("Only misclassified", key=S.ERR_ONLY_WRONG)
-    search = st.text_input("Search the text", key=S.ERR_SEARCH, placeholder="e.g. battery")
+    true = c1.multiselect("True rating", names, key=state.ERR_TRUE, placeholder="any")
+    pred = c2.multiselect("Predicted rating", names, key=state.ERR_PRED, placeholder="any")
+    sort = c4.selectbox("Sort by", list(SORTS), key=state.ERR_SORT, format_func=SORTS.get)
+    st.session_state.setdefault(state.ERR_ONLY_WRONG, True)   # not value=: a cell click sets it
+    only_wrong = c3.checkbox("Only misclassified", key=state.ERR_ONLY_WRONG)
+    search = st.text_input("Search the text", key=state.ERR_SEARCH, placeholder="e.g. battery")
     table = filtered(preds, true, pred, only_wrong, sort, search)
     found = f" contain {md_code(search.strip())}" if search.strip() else ""
     st.caption(f"{len(table):,} of {preds.n:,} reviews{found}." + (
@@ -362,7 +355,7 @@ def browser(preds, predictor):
         return
     # a new key per filter: a row selected under other filters must not pick another review
     sig = hashlib.sha1(repr((true, pred, only_wrong, sort, search)).encode()).hexdigest()[:10]
-    event = st.dataframe(table, key=f"{S.ERR_TABLE}_{sig}", hide_index=True, height=320,
+    event = st.dataframe(table, key=f"{state.ERR_TABLE}_{sig}", hide_index=True, height=320,
                          on_select="rerun", selection_mode="single-row",
                          column_order=("true", "predicted", "confidence", "distance", "tokens",
                                        "text"),
@@ -380,20 +373,20 @@ def review(preds, predictor, row: int):
     text, stars = str(f["text"]), int(f["stars"])
     pred = predictor.predict(text)          # exact fp32, with attentions, like the main page
     st.divider()
-    if V.unreadable(pred):
+    if prediction.unreadable(pred):
         return
-    V.prediction_card(pred, stars, f"{describe((preds.meta.get('data') or {}).get('source') or {})}"
+    prediction.prediction_card(pred, stars, f"{describe((preds.meta.get('data') or {}).get('source') or {})}"
                                    f", row {row}")
     if st.button("Open this review on the Predict page", key="err_send"):
-        S.send_review(text, stars, "error analysis")
-        st.switch_page(S.PREDICT_PAGE)
+        state.send_review(text, stars, "error analysis")
+        st.switch_page(state.PREDICT_PAGE)
     st.header("What BERT attends to")
-    controls = V.attention_controls(pred)
-    V.cls_layers_view(pred, controls)
-    V.heads_view(pred, controls)
-    V.bertviz_view(pred, controls, key=S.ERR_HV_WINDOW)
-    V.highlight_view(pred, controls)
-    X.which_words_mattered(predictor, pred, key_prefix=S.ERR_WW_PREFIX, controls=controls)
+    controls = prediction.attention_controls(pred)
+    prediction.cls_layers_view(pred, controls)
+    prediction.heads_view(pred, controls)
+    prediction.bertviz_view(pred, controls, key=state.ERR_HV_WINDOW)
+    prediction.highlight_view(pred, controls)
+    explanations.which_words_mattered(predictor, pred, key_prefix=state.ERR_WW_PREFIX, controls=controls)
 
 
 # ------------------------------------------------------------------ label issues
@@ -417,7 +410,7 @@ def label_issues(preds) -> None:
     st.dataframe(side.astype(str), hide_index=True, width="content")
     st.caption(CLEAN_CAVEAT)
     table = issues.table(preds)
-    event = st.dataframe(table.drop(columns=["row"]), key=S.ERR_ISSUES_TABLE, hide_index=True,
+    event = st.dataframe(table.drop(columns=["row"]), key=state.ERR_ISSUES_TABLE, hide_index=True,
                          height=360, on_select="rerun", selection_mode="single-row",
                          column_config={"text": st.column_config.TextColumn(width="large")})
     picked = (event.selection.rows if event is not None else []) or []
@@ -427,8 +420,8 @@ def label_issues(preds) -> None:
                     f"(label quality {r['label quality']:.3f})")
         st.text(r["text"])
         if st.button("Open this review on the Predict page", key="err_issue_send"):
-            S.send_review(r["text"], int(preds.frame["stars"].iloc[int(r["row"])]), "label issue")
-            st.switch_page(S.PREDICT_PAGE)
+            state.send_review(r["text"], int(preds.frame["stars"].iloc[int(r["row"])]), "label issue")
+            st.switch_page(state.PREDICT_PAGE)
 
 
 # ------------------------------------------------------------------ per-rating attention
@@ -441,29 +434,30 @@ def rating_attention(preds, predictor) -> None:
     att = _word_attention_if_ready(preds, predictor)
     if att is None:
         return
-    layers = len(W.layer_columns_of(att))
+    layers = len(word_attention.layer_columns_of(att))
     c1, c2, c3, c4 = st.columns(4)
     layer = c1.selectbox("Layer", list(range(layers)), index=max(0, layers - 2),
-                         format_func=lambda i: f"layer {i + 1}", key=S.ERR_ATT_LAYER,
+                         format_func=lambda i: f"layer {i + 1}", key=state.ERR_ATT_LAYER,
                          help="The seed found the second-to-last layer the most telling.")
-    by = c2.radio("Group by", ["true rating", "predicted rating"], key=S.ERR_ATT_BY)
-    min_count = c3.number_input("Min. reviews per word", 1, 1000, 5, key=S.ERR_ATT_MIN)
-    hide = c4.checkbox("Hide stop-words and punctuation", value=True, key=S.ERR_ATT_HIDE)
+    by = c2.radio("Group by", ["true rating", "predicted rating"], key=state.ERR_ATT_BY)
+    min_count = c3.number_input("Min. reviews per word", 1, 1000, 5, key=state.ERR_ATT_MIN)
+    hide = c4.checkbox("Hide stop-words and punctuation", value=True, key=state.ERR_ATT_HIDE)
     classes = preds.y if by == "true rating" else preds.pred
-    tops = W.top_words(att, classes, layer, preds.scheme.num_labels, min_count=int(min_count),
+    tops = word_attention.top_words(att, classes, layer, preds.scheme.num_labels, min_count=int(min_count),
                        hide_stopwords=hide)
-    st.plotly_chart(AF.rating_words_figure(tops, preds.names, layer, by), key="err_rating_words")
+    st.plotly_chart(analysis_figures.rating_words_figure(tops, preds.names, layer, by),
+                    key="err_rating_words")
     st.subheader("One example per rating")
     st.caption("The most confident correct prediction of each rating, drawn like the seed's "
                "figures: [CLS] → word attention in the last layers (exact fp32 pass).")
-    for c, row in W.example_rows(preds).items():
+    for c, row in word_attention.example_rows(preds).items():
         if row is None:
             st.caption(f"{preds.names[c]}: no correct prediction to show.")
             continue
         pred = predictor.predict(str(preds.frame["text"].iloc[row]))
-        view = A.cls_view(pred, level="word", include_special=False)
+        view = attention.cls_view(pred, level="word", include_special=False)
         title = f"{preds.names[c]}: predicted {pred.label} ({pred.probs[pred.label_id]:.0%})"
-        st.plotly_chart(F.cls_heatmap(view, title=title, wrap=V.HEATMAP_WRAP),
+        st.plotly_chart(figures.cls_heatmap(view, title=title, wrap=prediction.HEATMAP_WRAP),
                         key=f"err_example_{c}")
 
 
@@ -471,17 +465,17 @@ def _word_attention_if_ready(preds, predictor):
     att = _cached_attention(preds)
     if att is not None:
         return att
-    if st.session_state.get(S.ERR_ATT_RUN) == _key(preds):
+    if st.session_state.get(state.ERR_ATT_RUN) == _key(preds):
         progress = StreamlitProgress(preds.n, "Per-rating attention")
         try:
-            return W.word_attention(preds, predictor.model, predictor.tokenizer,
+            return word_attention.word_attention(preds, predictor.model, predictor.tokenizer,
                                     progress=progress)
         finally:
             progress.close()
     st.info(f"This needs one more batched pass over the {preds.n:,} reviews, with attention "
             "weights (about twice as long as the evaluation); it is cached with the predictions.")
     if st.button("Compute per-rating attention", type="primary", key="err_att_button"):
-        st.session_state[S.ERR_ATT_RUN] = _key(preds)
+        st.session_state[state.ERR_ATT_RUN] = _key(preds)
         st.rerun()
     return None
 
@@ -489,24 +483,24 @@ def _word_attention_if_ready(preds, predictor):
 # ------------------------------------------------------------------ compare
 def compare_section(preds, info, choice: Choice) -> None:
     st.subheader("Compare with another checkpoint on the same reviews")
-    others = [i for i in list_checkpoints(C.checkpoints_root())
+    others = [i for i in list_checkpoints(checkpoints.checkpoints_root())
               if i.path != info.path and i.scheme == info.scheme]
     if not others:
         st.info("No other checkpoint with the same labels to compare with.")
         return
     by_path = {str(i.path): i for i in others}
-    choice_b = st.selectbox("Other checkpoint", list(by_path), key=S.ERR_COMPARE,
+    choice_b = st.selectbox("Other checkpoint", list(by_path), key=state.ERR_COMPARE,
                             format_func=lambda p: by_path[p].name)
     other = by_path[choice_b]
     preds_b = lookup(other.path, choice.reviews, other.scheme, _max_length(info))
     if preds_b is None:
         run_key = f"{choice.key}|{other.path}"
-        if st.session_state.get(S.ERR_COMPARE_RUN) == run_key:
+        if st.session_state.get(state.ERR_COMPARE_RUN) == run_key:
             preds_b = _evaluate(other, choice, f"Evaluating {other.name}")
         else:
             if st.button(f"Evaluate {other.name} on these {preds.n:,} reviews",
                          key="err_compare_button"):
-                st.session_state[S.ERR_COMPARE_RUN] = run_key
+                st.session_state[state.ERR_COMPARE_RUN] = run_key
                 st.rerun()
             return
     cmp = compare(preds, preds_b)
@@ -539,16 +533,17 @@ def compare_section(preds, info, choice: Choice) -> None:
 def page_figures(preds) -> dict:
     """The page's figures with default settings, by name (for the export tab)."""
     names = preds.names
-    figs = {"confusion": AF.confusion_figure(B.confusion(preds.y, preds.pred, len(names)), names),
-            "roc": AF.roc_figure(B.roc_curves(preds.y, preds.probs, names)),
-            "calibration": AF.reliability_figure(reliability(preds.y, preds.probs)),
-            "length": AF.length_figure(B.length_bins(preds.n_tokens, preds.correct,
+    cm = breakdown.confusion(preds.y, preds.pred, len(names))
+    figs = {"confusion": analysis_figures.confusion_figure(cm, names),
+            "roc": analysis_figures.roc_figure(breakdown.roc_curves(preds.y, preds.probs, names)),
+            "calibration": analysis_figures.reliability_figure(reliability(preds.y, preds.probs)),
+            "length": analysis_figures.length_figure(breakdown.length_bins(preds.n_tokens, preds.correct,
                                                      preds.meta.get("max_length")))}
     att = _cached_attention(preds)
     if att is not None:
-        layer = max(0, len(W.layer_columns_of(att)) - 2)
-        figs["rating_words"] = AF.rating_words_figure(
-            W.top_words(att, preds.y, layer, len(names)), names, layer)
+        layer = max(0, len(word_attention.layer_columns_of(att)) - 2)
+        figs["rating_words"] = analysis_figures.rating_words_figure(
+            word_attention.top_words(att, preds.y, layer, len(names)), names, layer)
     return figs
 
 
@@ -567,24 +562,24 @@ def exports(preds, info, predictor):
     st.subheader("The whole page as one HTML file")
     st.caption("Metrics with intervals, confusion matrix, ROC, calibration, per-rating "
                "attention (once computed) and the top label issues; opens offline.")
-    built = st.session_state.get(S.ERR_REPORT)
+    built = st.session_state.get(state.ERR_REPORT)
     if built and built[0] == _key(preds):
         st.download_button("Download the report", built[1], "error_analysis.html", "text/html",
                            key="err_dl_report", on_click="ignore")
     elif st.button("Build the HTML report", key="err_build_report"):
         with st.spinner("Building the report…"):
-            st.session_state[S.ERR_REPORT] = (_key(preds), build_report(
+            st.session_state[state.ERR_REPORT] = (_key(preds), build_report(
                 report_inputs(preds, info, predictor)))
         st.rerun()
     st.subheader("Figures")
     figs = page_figures(preds)
-    name = st.selectbox("Figure", list(figs), key=S.ERR_FIG)
+    name = st.selectbox("Figure", list(figs), key=state.ERR_FIG)
     fig = figs[name]
     c1, c2 = st.columns(2)
     c1.download_button("HTML (interactive, offline)",
                        lambda: fig.to_html(include_plotlyjs=True, full_html=True),
                        f"{name}.html", "text/html", key="err_dl_fig_html", on_click="ignore")
-    png = st.session_state.get(S.ERR_PNG)
+    png = st.session_state.get(state.ERR_PNG)
     if png and png[0] == f"{_key(preds)}:{name}":
         c2.download_button("PNG", png[1], f"{name}.png", "image/png", key="err_dl_png",
                            on_click="ignore")
@@ -592,7 +587,7 @@ def exports(preds, info, predictor):
                    help="Rendered with kaleido in a headless Chromium (a few seconds)"):
         try:
             with st.spinner("Rendering PNG…"):
-                st.session_state[S.ERR_PNG] = (f"{_key(preds)}:{name}", V._png_bytes(fig))
+                st.session_state[state.ERR_PNG] = (f"{_key(preds)}:{name}", prediction._png_bytes(fig))
             st.rerun()
         except Exception as e:  # noqa: BLE001 - any kaleido/Chrome failure: say so
             st.warning(f"PNG export is not available here ({type(e).__name__}: {e}).")
@@ -604,8 +599,8 @@ def report_inputs(preds, info, predictor) -> ReportInputs:
                           issues=_issues(_key(preds), preds)[0])
     att = _cached_attention(preds)
     if att is not None:
-        inputs.layer = max(0, len(W.layer_columns_of(att)) - 2)
-        inputs.word_tops = W.top_words(att, preds.y, inputs.layer, preds.scheme.num_labels)
+        inputs.layer = max(0, len(word_attention.layer_columns_of(att)) - 2)
+        inputs.word_tops = word_attention.top_words(att, preds.y, inputs.layer, preds.scheme.num_labels)
         inputs.examples = {c: predictor.predict(str(preds.frame["text"].iloc[r]))
-                           for c, r in W.example_rows(preds).items() if r is not None}
+                           for c, r in word_attention.example_rows(preds).items() if r is not None}
     return inputs

@@ -1,0 +1,139 @@
+""""Which words mattered?": every explanation method on one prediction, their agreement
+(shared by the Predict page and the Error analysis page's review card).
+
+Latency budget of the Predict page: the attention methods (raw attention, rollout,
+value norm) draw at once: rollout is a few small matrix products, value norm one
+eager forward pass without gradients (tens of ms at 256 tokens). Gradient ×
+input and Integrated Gradients cost about IG-steps + 3 forward + backward passes
+(seconds at 256 tokens on a CPU), so they run only when the button is pressed,
+inside a fragment: the button reruns this section alone, and the prediction and
+the attention views above it are already drawn and never wait. Results are kept
+per prediction in session state, so moving a slider does not recompute them.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from .. import explain, explain_figures
+from ..figures import highlight_html
+
+ROW_CLASS = "rb-explain"   # the highlighted rows (not "rb-highlight": that is the page's view)
+IG_STEPS_HELP = (f"IG doubles this (up to {explain.IG_MAX_STEPS} steps) while its convergence delta is "
+                 f"above {explain.DELTA_WARN:.0%} of f(x) − f(baseline). Each step is about one forward "
+                 "+ backward pass of the model.")
+
+
+# --------------------------------------------------------- which words mattered
+def _cache(key_prefix: str, predictor, pred) -> dict:
+    """This prediction's explanations, kept in session state across reruns."""
+    slot = f"{key_prefix}_cache"
+    key = (id(predictor), pred.text, pred.max_length, int(pred.label_id))
+    cache = st.session_state.get(slot)
+    if not cache or cache.get("key") != key:
+        cache = {"key": key, "value_norm": {}, "gradient": {}}
+        st.session_state[slot] = cache
+    return cache
+
+
+def _layer_head(pred, key_prefix: str, controls: dict | None) -> tuple[int, int | None]:
+    if controls is not None:
+        return controls["layer"], controls["head"]
+    c1, c2 = st.columns(2)
+    layer = c1.selectbox("Layer (raw attention, value norm)", list(range(pred.num_layers)),
+                         index=pred.num_layers - 1, format_func=lambda i: f"layer {i + 1}",
+                         key=f"{key_prefix}_layer")
+    head = c2.selectbox("Head", [None] + list(range(pred.num_heads)), key=f"{key_prefix}_head",
+                        format_func=lambda h: "mean of heads" if h is None else f"head {h + 1}")
+    return layer, head
+
+
+def _attention_results(predictor, pred, layer, head, cache) -> tuple[list, list[str]]:
+    results, notes = [explain.RawAttention(layer, head).run(predictor, pred),
+                      explain.Rollout().run(predictor, pred)], []
+    vn = cache["value_norm"].get((layer, head))
+    if vn is None:
+        try:
+            vn = cache["value_norm"][(layer, head)] = explain.ValueNorm(layer, head).run(predictor, pred)
+        except explain.Unsupported as e:
+            notes.append(f"Attention × value norm is not available: {e}.")
+    if vn is not None:
+        results.append(vn)
+    return results, notes
+
+
+def which_words_mattered(predictor, pred, key_prefix: str = "ww", controls: dict | None = None):
+    """The section: every method's word scores for ``pred``, their agreement and a reading.
+
+    ``controls`` (the page's ``V.attention_controls``): raw attention and value norm
+    follow its layer and head; without it the section draws its own two pickers.
+    ``key_prefix`` keeps the widget keys of several uses apart (one per page).
+    """
+    st.subheader("Which words mattered?")
+    st.caption("Attention shows where [CLS] looks; that is not always what decides. Five ways "
+               "to score each word for the predicted class, side by side: three read the "
+               "attention (raw, rollout through all layers, attention × value-vector norm), two "
+               "follow the gradient of log p(predicted) through the whole network "
+               "(gradient × input, Integrated Gradients). Orange: for the prediction; blue "
+               "(signed methods only): against it.")
+    layer, head = _layer_head(pred, key_prefix, controls)
+
+    @st.fragment
+    def section():
+        cache = _cache(key_prefix, predictor, pred)
+        results, notes = _attention_results(predictor, pred, layer, head, cache)
+        steps = st.selectbox("Integrated Gradients steps (first try)", explain.IG_STEP_CHOICES,
+                             index=explain.IG_STEP_CHOICES.index(explain.IG_STEPS), key=f"{key_prefix}_steps",
+                             help=IG_STEPS_HELP)
+        grads = cache["gradient"].get(steps)
+        slot = st.empty()   # the button, then a line in its place: nothing below moves up
+        if grads is None:
+            guess = explain.GRADIENT_RATE.estimate(pred.n_tokens, explain.gradient_passes(steps))
+            if slot.button(f"Add the gradient methods ({explain.fmt_seconds(guess)})",
+                         key=f"{key_prefix}_run",
+                         help=f"Gradient × input and Integrated Gradients ({steps} steps): about "
+                              f"{explain.gradient_passes(steps)} forward + backward passes of the model "
+                              f"over {pred.n_tokens} tokens. The views above do not wait for them."):
+                try:
+                    with st.spinner(f"Integrated Gradients, {steps} steps…"):
+                        grads = explain.run_gradient_methods(predictor, pred, steps)
+                        cache["gradient"][steps] = grads
+                except Exception as e:  # noqa: BLE001 - say why, keep the attention methods
+                    st.warning(f"The gradient methods failed on this model: {type(e).__name__}: {e}")
+        if grads:
+            slot.caption(f"Gradient methods: {sum(r.seconds for r in grads):.1f} s for "
+                         f"{pred.n_tokens} tokens ({steps} IG steps).")
+        results = results + (grads or [])
+        _draw(pred, results, notes, key_prefix)
+    section()
+
+
+def _draw(pred, results, notes, key_prefix: str):
+    rho = explain.spearman_matrix(results)
+    st.markdown(f"**Reading:** {explain.reading(results, pred, rho)}")
+    for note in notes:
+        st.caption(note)
+    for r in results:
+        if r.delta_too_large:
+            st.warning(f"Integrated Gradients did not converge well even at {r.n_steps} steps: "
+                       f"its convergence delta is {r.relative_delta:.0%} of f(x) − f(baseline) "
+                       f"= {r.output_diff:.3f} (more than {explain.DELTA_WARN:.0%}), so its scores do "
+                       "not add up to the output change; read them with care.")
+    # A switch, not tabs: tabs would build and draw the wide heatmap on every prediction.
+    view = st.segmented_control("Show as", ["Highlighted text", "Heatmap"],
+                                default="Highlighted text", key=f"{key_prefix}_view")
+    if view != "Heatmap":
+        for r in results:
+            extra = f" · {r.seconds * 1000:.0f} ms" if r.seconds else ""
+            if r.relative_delta is not None:
+                extra += f" · convergence delta {r.relative_delta:.1%}"
+            st.markdown(f"**{r.label}** <span style='color:#777;font-size:0.85rem'>"
+                        f"({explain.md_escape(r.detail)}{extra})</span>", unsafe_allow_html=True)
+            st.markdown(highlight_html(pred.text, pred.word_spans, r.scores, signed=r.signed,
+                                       css_class=ROW_CLASS), unsafe_allow_html=True)
+    else:
+        st.plotly_chart(explain_figures.methods_heatmap(results, pred.words), key=f"{key_prefix}_heatmap")
+    if len(results) > 1:
+        st.plotly_chart(explain_figures.agreement_heatmap([r.label for r in results], rho),
+                        key=f"{key_prefix}_rho", config={"displayModeBar": False})
+        st.caption("Spearman ρ between two methods' word rankings: 1 = same order, 0 = "
+                   "unrelated, negative = opposite. Needs at least 3 words.")

@@ -1,0 +1,127 @@
+"""The Predict page's input panel (paste or sample a review) and its prediction in session
+state (the model itself: ``cached_model``).
+
+The Prediction is kept in ``st.session_state`` so that moving a layer or head
+slider redraws from it without another forward pass.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import streamlit as st
+
+from ..checkpoint import CheckpointInfo
+from ..device import cpu_threads, threads_beside_training
+from ..examples import BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample
+from ..inference import Predictor
+from ..runs import device_busy
+from . import checkpoints, state
+from .cached_model import load_test_reviews, mtime
+
+MISCLASSIFIED_TRIES = 25
+
+
+def _cached_mistakes(reviews, predictor: Predictor, path: str | None):
+    """The reviews the error-analysis cache says this checkpoint gets wrong, or None when
+    these reviews were never evaluated as a whole (then the sampler predicts as it draws)."""
+    if path is None:
+        return None
+    from ..analysis import lookup
+    try:
+        preds = lookup(path, reviews, predictor.scheme, predictor.max_length)
+    except OSError:
+        return None
+    if preds is None:
+        return None
+    return [reviews[i] for i in np.flatnonzero(~preds.correct)]
+
+
+def _do_sample(reviews, predictor: Predictor, path: str | None = None):
+    # Read the filters from session state: they may have changed in this same rerun.
+    stars = st.session_state.get(state.SAMPLE_STARS)
+    only_wrong = st.session_state.get(state.SAMPLE_WRONG, False)
+    scheme = predictor.scheme
+    wrong = None
+    pool = reviews
+    if only_wrong:
+        def wrong(r: Review) -> bool:
+            return predictor.predict(r.text).label_id != scheme.class_of(r.stars)
+        mistakes = _cached_mistakes(reviews, predictor, path)
+        if mistakes is not None:
+            # Draw among the cached mistakes; the one exact fp32 prediction that follows
+            # confirms it (a bf16 cache can differ from fp32 on a borderline review).
+            pool = mistakes
+            if not filter_stars(pool, stars):
+                st.session_state[state.SAMPLE_NOTE] = (
+                    f"the model gets every {'' if stars is None else f'{stars}-star '}review of "
+                    "this split right (from the error-analysis page's saved predictions)")
+                return
+    rng = random.Random()
+    review, note = sample(pool, rng, stars, wrong, MISCLASSIFIED_TRIES)
+    st.session_state[state.SAMPLE_NOTE] = note
+    if review is None:
+        return
+    st.session_state[state.REVIEW_TEXT] = review.text
+    st.session_state[state.TRUTH] = {"text": review.text, "stars": review.stars, "source": review.source}
+    st.session_state[state.RUN_PREDICT] = True
+
+
+def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> None:
+    reviews, why = load_test_reviews(str(info.path), mtime(info.path))
+    if reviews is None:
+        reviews = builtin_examples()
+        source = (f"**{BUILTIN_SOURCE}** ({len(reviews)} reviews written for ReviewBERT): "
+                  f"this checkpoint's own test split is not available — {why}.")
+    else:
+        source = f"the checkpoint's own **test split** ({len(reviews):,} reviews)"
+
+    with st.container(border=True):
+        st.markdown("**Sample a review** — " + source)
+        c1, c2, c3 = st.columns([1.2, 1.2, 1])
+        c1.selectbox("True rating", [None, 1, 2, 3, 4, 5], key=state.SAMPLE_STARS,
+                             format_func=lambda s: "any" if s is None else "★" * s)
+        c2.checkbox("Only misclassified", key=state.SAMPLE_WRONG,
+                                 help=f"Draws one of the model's mistakes from the Error analysis page's "
+                         f"cache when the split was evaluated there; otherwise draws until "
+                         f"the model gets one wrong (at most {MISCLASSIFIED_TRIES} tries)")
+        c3.button("Sample a review", key="sample_btn", on_click=_do_sample,
+                  args=(reviews, predictor, str(info.path)), use_container_width=True)
+        note = st.session_state.pop(state.SAMPLE_NOTE, "")
+        if note:
+            st.info(note)
+
+    state.apply_pending_review()
+    st.text_area("Review text", key=state.REVIEW_TEXT, height=160,
+                 placeholder="Paste an Amazon review, e.g. “Battery died after a week, "
+                             "support never answered.”")
+    clicked = st.button("Predict", type="primary", key="predict_btn")
+    if clicked or st.session_state.pop(state.RUN_PREDICT, False):
+        text = st.session_state.get(state.REVIEW_TEXT) or ""
+        if not text.strip():
+            st.session_state.pop(state.RESULT, None)
+            st.info("Type or paste a review first (the text box is empty or holds only "
+                    "spaces), or press **Sample a review**.")
+            return
+        run(predictor, text, ckpt_key)
+
+
+def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
+    busy = predictor.device.type == "cpu" and device_busy(checkpoints.checkpoints_root())
+    with st.spinner("Predicting…"), cpu_threads(threads_beside_training(busy)):
+        pred = predictor.predict(text)
+    st.session_state[state.RESULT] = {"key": ckpt_key, "input": text, "pred": pred}
+
+
+def current(predictor: Predictor, ckpt_key: str):
+    """(prediction, true stars or None, source or None), re-run if the checkpoint changed."""
+    res = st.session_state.get(state.RESULT)
+    if not res:
+        return None
+    if res["key"] != ckpt_key:  # another checkpoint was picked: same text, new model
+        run(predictor, res["input"], ckpt_key)
+        res = st.session_state[state.RESULT]
+    truth = st.session_state.get(state.TRUTH) or {}
+    if truth.get("text") == res["input"]:
+        return res["pred"], truth.get("stars"), truth.get("source")
+    return res["pred"], None, None
