@@ -8,8 +8,8 @@ import subprocess
 import sys
 import time
 import urllib.request
-from urllib.parse import urlparse
 from pathlib import Path
+from urllib.parse import urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 ART = ROOT / "artifacts" / "browser"    # screenshots, logs and timings (git-ignored)
@@ -61,8 +61,8 @@ def make_minilm_checkpoint(out: Path, num_labels: int = 5, seed: int = 0) -> Pat
     classifier head, saved as a ReviewBERT checkpoint. Nothing is trained."""
     import torch
 
+    from reviewbert.checkpoint import load_for_training
     from reviewbert.labels import get_scheme
-    from reviewbert.model import load_for_training
 
     torch.manual_seed(seed)
     model, tok = load_for_training(None, get_scheme(num_labels), attn_implementation="eager")

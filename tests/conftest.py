@@ -23,7 +23,8 @@ def real_data_dir() -> Path:
 # examples: reproducible and quick), "fuzz" for the `fuzz`-marked twins (`make fuzz`).
 # HYPOTHESIS_PROFILE=fuzz also runs the quick twins at fuzz size.
 try:
-    from hypothesis import HealthCheck, settings as _hyp_settings
+    from hypothesis import HealthCheck
+    from hypothesis import settings as _hyp_settings
 except ImportError:  # pragma: no cover - hypothesis is in requirements.txt
     _hyp_settings = None
 if _hyp_settings is not None:
@@ -73,8 +74,8 @@ def make_tiny_model(out: Path, num_labels: int = 5, layers: int = 2, heads: int 
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
+    from reviewbert.checkpoint import resolve_base_model
     from reviewbert.labels import get_scheme
-    from reviewbert.model import resolve_base_model
 
     scheme = get_scheme(num_labels)
     torch.manual_seed(seed)

@@ -10,7 +10,7 @@ image points off the machine, at evil.example).
 directives would turn into formatting: an element holding ``PWN`` (a heading, bold,
 a KaTeX formula, a link) means the text was rendered instead of shown.
 
-Used by tests/test_browser_hostile.py (Predict, Error analysis search, Inside BERT)
+Used by tests/browser/test_browser_hostile.py (Predict, Error analysis search, Inside BERT)
 and the unit tests of the escaping helpers.
 """
 from __future__ import annotations
@@ -46,7 +46,8 @@ CORPUS: tuple[Hostile, ...] = (
     Hostile("script tag", "Great phone <script>window.__pwned=1;alert('PWN')</script> five stars"),
     Hostile("img onerror", "Nice <img src=x onerror=\"window.__pwned=1;alert(1)\"> case"),
     Hostile("svg onload", "Bad charger <svg onload=\"window.__pwned=1\"><circle r=9></svg> broke"),
-    Hostile("html entities", "Escaped &lt;script&gt;window.__pwned=1&lt;/script&gt; &amp;amp; &quot;ok&quot;"),
+    Hostile("html entities", "Escaped &lt;script&gt;window.__pwned=1&lt;/script&gt; &amp;amp; "
+                             "&quot;ok&quot;"),
     Hostile("url encoded", "Link %3Cscript%3Ewindow.__pwned%3D1%3C%2Fscript%3E returned"),
     Hostile("fullwidth and escapes", "Fullwidth ＜script＞window.__pwned=1＜/script＞ and "
             "\\u003cscript\\u003e and \\x3cimg\\x3e"),

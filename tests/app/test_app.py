@@ -1,0 +1,141 @@
+"""The main page, driven with Streamlit's AppTest (no browser)."""
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from browser_support import write_meta
+from conftest import make_tiny_model
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+@pytest.fixture(scope="module")
+def ckpt_root(tmp_path_factory, tiny_model_dir):
+    """Two fixture checkpoints: 5 labels (run folder with best/) and 3 labels."""
+    import shutil
+    root = tmp_path_factory.mktemp("ckpts")
+    five = root / "run5" / "best"
+    shutil.copytree(tiny_model_dir, five)
+    write_meta(five.parent, 5)                  # reviewbert.json in the run folder
+    write_meta(make_tiny_model(root / "three", num_labels=3, seed=1), 3)
+    return root
+
+
+def app(monkeypatch, root) -> AppTest:
+    monkeypatch.setenv("REVIEWBERT_CHECKPOINTS", str(root))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def texts(at) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    parts += [e.value for kind in (at.info, at.warning, at.error) for e in kind]
+    return "\n".join(str(p) for p in parts)
+
+
+def predict(at, text):
+    at.text_area(key="review_text").input(text)
+    at.button(key="predict_btn").click()
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_paste_and_predict(monkeypatch, ckpt_root):
+    at = app(monkeypatch, ckpt_root)
+    assert at.selectbox(key="checkpoint").value.endswith("best")   # a run's best/ first
+    assert "CPU" in texts(at) or "GPU" in texts(at)                # device named in the sidebar
+    predict(at, "The battery died after two days. Terrible phone.")
+    out = texts(at)
+    assert "Predicted:" in out and "star" in out
+    assert any("★" in m.value for m in at.markdown)
+    assert "What BERT attends to" in [h.value for h in at.header]
+    # widget changes redraw from the stored Prediction
+    at.selectbox(key="att_layer").set_value(0).run()
+    at.selectbox(key="att_head").set_value(2).run()
+    at.radio(key="att_level").set_value("word").run()
+    assert not at.exception
+    assert "layer 1, head 3" in texts(at)
+
+
+@pytest.mark.parametrize("text", ["", "   \n  "])
+def test_empty_input_gets_a_friendly_message(monkeypatch, ckpt_root, text):
+    at = predict(app(monkeypatch, ckpt_root), text)
+    assert "text box is empty" in texts(at)
+    assert "Predicted:" not in texts(at)
+
+
+def test_truncation_notice(monkeypatch, ckpt_root):
+    at = predict(app(monkeypatch, ckpt_root), "great phone " * 400)
+    assert "Truncated" in texts(at)
+
+
+def test_sample_from_builtin_examples(monkeypatch, ckpt_root):
+    at = app(monkeypatch, ckpt_root)
+    assert "built-in examples" in texts(at)
+    at.selectbox(key="sample_stars").set_value(4)
+    at.button(key="sample_btn").click()
+    at.run()
+    assert not at.exception
+    assert at.text_area(key="review_text").value
+    out = texts(at)
+    assert "True rating: " in out and "(4 stars)" in out and "Predicted:" in out, \
+        [m.value[:90] for m in at.markdown]
+
+
+def test_sample_misclassified(monkeypatch, ckpt_root):
+    at = app(monkeypatch, ckpt_root)
+    at.checkbox(key="sample_wrong").check()
+    at.button(key="sample_btn").click()
+    at.run()
+    assert not at.exception
+    out = texts(at)
+    assert "misclassified" in out or "model got it right" in out
+
+
+@pytest.mark.integration
+def test_sample_from_the_checkpoints_test_split(monkeypatch, tmp_path, tiny_model_dir, data_dir):
+    import shutil
+    ck = tmp_path / "withdata"
+    shutil.copytree(tiny_model_dir, ck)
+    write_meta(ck, 5, data_file=data_dir / "unlocked_mobile_10k.csv", max_per_class=10)
+    at = app(monkeypatch, tmp_path)
+    assert "test split" in texts(at), texts(at)
+    at.button(key="sample_btn").click()
+    at.run()
+    assert not at.exception
+    assert "unlocked_mobile_10k.csv" in texts(at) and "True rating" in texts(at)
+
+
+def test_no_checkpoint_shows_the_training_guide(monkeypatch, tmp_path):
+    at = app(monkeypatch, tmp_path / "empty")
+    out = texts(at) + "\n".join(c.value for c in at.code)
+    assert "No trained checkpoint yet" in out
+    assert "python -m reviewbert train --data ../shared/data/unlocked_mobile_10k.csv" in out
+    assert "--max-per-class 200 --epochs 1" in out          # a quick first run, spelled out
+
+
+def test_broken_checkpoint_is_a_clear_error(monkeypatch, tmp_path, tiny_model_dir):
+    import shutil
+    ck = tmp_path / "broken"
+    shutil.copytree(tiny_model_dir, ck)
+    (ck / "model.safetensors").write_bytes(b"not a safetensors file")
+    at = AppTest.from_file(APP, default_timeout=120)
+    monkeypatch.setenv("REVIEWBERT_CHECKPOINTS", str(tmp_path))
+    at.run()
+    assert not at.exception
+    assert at.error and "cannot be loaded" in at.error[0].value
+
+
+def test_switching_checkpoints_changes_the_labels(monkeypatch, ckpt_root):
+    at = predict(app(monkeypatch, ckpt_root), "Okay phone, average battery.")
+    five = texts(at)
+    assert "1 star" in five or "stars" in five
+    other = [o for o in at.selectbox(key="checkpoint").options if "three" in o]
+    at.selectbox(key="checkpoint").set_value(other[0]).run()
+    assert not at.exception
+    three = texts(at)
+    assert any(f"Predicted: {n}" in three for n in ("negative", "neutral", "positive"))

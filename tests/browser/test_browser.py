@@ -1,0 +1,189 @@
+"""The main page in a real headless Chromium, with every non-localhost request blocked.
+
+Drives `streamlit run app.py` with the embedded MiniLM (6 layers x 12 heads, an
+untrained classifier head) saved as a checkpoint. Screenshots and timings go to
+artifacts/browser/.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from browser_support import CHROMIUM, ROOT, StreamlitServer, make_minilm_checkpoint, offline_context
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
+
+ART = ROOT / "artifacts" / "browser"
+SHORT = "Battery died after two days and support never answered. Poor quality."
+XSS = "<img src=x onerror=alert(1)> great phone <script>alert(2)</script>"
+
+
+def long_review(first: str, last: str) -> str:
+    """Over 256 tokens (cut to 256), starting with ``first`` and ending with ``last``."""
+    lines = (ROOT / "reviewbert" / "assets" / "examples.jsonl").read_text().splitlines()
+    return f"{first} " + " ".join(json.loads(x)["text"] for x in lines) + f" {last}"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium missing (make browser)")
+    root = tmp_path_factory.mktemp("browser-ckpts")
+    make_minilm_checkpoint(root / "minilm-demo")
+    ART.mkdir(parents=True, exist_ok=True)
+    with StreamlitServer({"REVIEWBERT_CHECKPOINTS": str(root)}, ART / "streamlit.log") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def browser_page(server, tmp_path_factory):
+    from playwright.sync_api import sync_playwright
+    dialogs = []
+    with sync_playwright() as p:
+        ctx, blocked = offline_context(p, tmp_path_factory.mktemp("chromium-profile"))
+        page = ctx.new_page()
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(server.url)
+        page.get_by_text("Review text").wait_for(timeout=90_000)
+        yield page, blocked, dialogs
+        ctx.close()
+
+
+def predict(page, text: str, timeout=60_000, first: str | None = None) -> float:
+    """Click Predict; seconds until every view shows ``text``.
+
+    "Drawn" means: the highlighted review ends with the text's last word, and the
+    three attention charts and the head view's SVG all hold the text's first word
+    as a token (so a view still showing the previous review does not count). Give
+    each review a first and a last word that the previous one lacks.
+    """
+    first, last = first or text.split()[0].lower(), text.split()[-1]
+    page.locator("textarea").fill(text)
+    page.locator("textarea").blur()
+    page.wait_for_timeout(300)          # let Streamlit take the new text
+    t0 = time.perf_counter()
+    page.get_by_role("button", name="Predict").click()
+    page.wait_for_function(
+        """([first, last]) => {
+            const h = document.querySelector('.rb-highlight');
+            if (!h || !h.textContent.trim().endsWith(last)) return false;
+            const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(
+                p => p._fullLayout && p.data && JSON.stringify(p.data).includes('"' + first + '"'));
+            if (charts.length < 3) return false;          // [CLS] heatmap, every head, one head
+            const f = document.querySelector('iframe');
+            const d = f && f.contentDocument;
+            if (!d || !d.querySelector('#vis svg line')) return false;
+            return [...d.querySelectorAll('#vis svg #left text')].some(t => t.textContent === first);
+        }""", arg=[first, last], timeout=timeout, polling="raf")
+    return time.perf_counter() - t0
+
+
+def head_view(page):
+    return page.frame_locator("iframe").first
+
+
+def plots(page) -> list[dict]:
+    return page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].map(p => ({
+        title: (p.layout.title && (p.layout.title.text || p.layout.title)) || '',
+        traces: p._fullData.filter(t => t.type === 'heatmap')
+                 .map(t => [t._z ? t._z.length : t.z.length, (t._z || t.z)[0].length]),
+        n: p.data.length}))""")
+
+
+def pick(page, label: str, option: str):
+    """Choose ``option`` in the Streamlit selectbox labelled ``label`` (type + Enter)."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(
+        has=page.get_by_text(label, exact=True)).first
+    box.locator("input").click()
+    box.locator("input").fill(option)
+    page.keyboard.press("Enter")
+
+
+def shot(page, name: str):
+    page.set_viewport_size({"width": 1400, "height": 5200})
+    page.wait_for_timeout(800)
+    page.screenshot(path=str(ART / name))
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def test_main_page_in_a_real_browser(browser_page):
+    page, blocked, dialogs = browser_page
+    assert "Device: CPU" in page.inner_text("section[data-testid='stSidebar']")
+
+    first = predict(page, SHORT, timeout=120_000)
+    # the [CLS] heatmap: 6 layers (all of MiniLM's) x the review's tokens minus [CLS]/[SEP]
+    cls = [p for p in plots(page) if "[CLS] → token attention, mean" in p["title"]]
+    assert cls, plots(page)
+    rows = {r for r, _ in cls[0]["traces"]}
+    assert rows == {6}
+    n_cols = sum(c for _, c in cls[0]["traces"])
+    hv = head_view(page)
+    n_hv_tokens = hv.locator("#vis svg #left text").count()
+    assert n_cols == n_hv_tokens - 2                       # head view keeps [CLS]/[SEP]
+    assert hv.locator("#layer option").count() == 6
+    assert hv.locator("#vis svg > g > rect").count() >= 12 or \
+        hv.locator("#vis svg rect[width='20']").count() == 12   # one checkbox per head
+    every_head = [p for p in plots(page) if "every head" in p["title"]]
+    assert len(every_head[0]["traces"]) == 12
+    shot(page, "01_short_review.png")
+
+    # switching layer and head changes what is drawn
+    before_hl = page.inner_html(".rb-highlight")
+    before_layer = hv.locator("#layer").input_value()
+    pick(page, "Layer", "layer 2")
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')]"
+                           ".some(p => ((p.layout.title && p.layout.title.text) || '').includes('layer 2'))")
+    # the head view iframe is redrawn after the Plotly charts: wait for its layer menu
+    expect(head_view(page).locator("#layer")).not_to_have_value(before_layer, timeout=30_000)
+    head_view(page).locator("#vis svg line").first.wait_for(state="attached")
+    pick(page, "Head", "head 3")
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=stCaptionContainer]')]"
+                           ".some(c => c.textContent.includes('layer 2, head 3'))")
+    assert page.inner_html(".rb-highlight") != before_hl
+    # and bertviz's own layer dropdown redraws its lines
+    hv = head_view(page)
+    lines_before = hv.locator("#vis svg line").count()
+    opac_before = hv.locator("#vis svg line").first.get_attribute("y2")
+    hv.locator("#layer").select_option("5")
+    hv.locator("#vis svg line").first.wait_for(state="attached")
+    assert (hv.locator("#vis svg line").count(), hv.locator("#vis svg line").first.get_attribute("y2")) \
+        != (lines_before, opac_before) or lines_before == 0
+    shot(page, "02_layer2_head3.png")
+
+    # a review that is HTML stays text
+    predict(page, XSS, first="<")
+    hl = page.locator(".rb-highlight")
+    assert "<img src=x onerror=alert(1)>" in hl.inner_text()
+    assert hl.locator("img, script").count() == 0
+    assert page.evaluate("() => document.querySelectorAll('img[src=x]').length") == 0
+    page.wait_for_timeout(500)
+    assert dialogs == []
+    shot(page, "03_html_review_escaped.png")
+
+    # a 256-token review right after a short one: time from Predict to a fully drawn page
+    predict(page, SHORT.replace("Battery", "Screen"))
+    took = predict(page, long_review("honestly", "recommended"))
+    assert "Truncated" in page.inner_text("body")
+    cls = [p for p in plots(page) if "[CLS] → token attention" in p["title"]][0]
+    assert sum(c for _, c in cls["traces"]) == 254           # 256 minus [CLS]/[SEP]
+    assert head_view(page).locator("#vis svg #left text").count() == 48
+    shot(page, "04_256_tokens.png")
+    again = predict(page, long_review("overall", "returned"))   # same shapes, new text
+    timings = {"first_predict_short_s": round(first, 3), "predict_256_tokens_s": round(took, 3),
+               "predict_256_tokens_repeat_s": round(again, 3), "target_s": 2.0,
+               "note": "click on Predict -> the highlighted text, the three attention charts and "
+                       "bertviz's lines all show the new review. 'predict_256_tokens_s' follows a "
+                       "short review (Plotly lays out new subplots); 'repeat' follows another "
+                       "256-token review; 'first_predict_short_s' is the page's first prediction "
+                       "(it also loads plotly.js)."}
+    (ART / "timings.json").write_text(json.dumps(timings, indent=2))
+    print(f"\nPredict -> drawn: 256 tokens {took:.2f} s, again {again:.2f} s "
+          f"(first, short review {first:.2f} s)")
+
+    assert blocked == [], f"requests left localhost: {blocked}"
+    assert dialogs == []

@@ -1,0 +1,139 @@
+"""The Error analysis page in a real headless Chromium, offline, on the shipped demo
+checkpoint (trained MiniLM) on 100 reviews of its real test split (20 per rating, as
+a data file, to keep the CPU time small): evaluate, click a confusion-matrix cell,
+open a misclassified review and see its attention views, open the label issues and
+the per-rating charts. Screenshots go to artifacts/browser/ (one goes in the README).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from browser_support import (
+    ART,
+    CHROMIUM,
+    ROOT,
+    StreamlitServer,
+    caption_with,
+    evaluate_data_file,
+    offline_context,
+    select_first_row,
+    shot,
+    write_reviews,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
+playwright = pytest.importorskip("playwright.sync_api")
+
+DEMO = ROOT / "checkpoints" / "demo"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, data_dir):
+    """The demo checkpoint (symlinked: the cache is written in a temporary folder) and a
+    data folder holding 100 reviews of its real test split, 20 per rating."""
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium missing (make browser)")
+    if not (DEMO / "model.safetensors").exists():
+        pytest.skip("the demo checkpoint is not in this checkout")
+    from reviewbert.examples import test_split_examples
+    root = tmp_path_factory.mktemp("err-browser")
+    ck = root / "ckpts" / "demo"
+    ck.mkdir(parents=True)
+    for f in DEMO.iterdir():
+        if f.is_file():
+            (ck / f.name).symlink_to(f.resolve())
+    test = test_split_examples(json.loads((DEMO / "reviewbert.json").read_text()))
+    sample = [r for s in range(1, 6) for r in [r for r in test if r.stars == s][:20]]
+    write_reviews(root / "data" / "demo_test_100.jsonl", ((r.text, r.stars) for r in sample))
+    ART.mkdir(parents=True, exist_ok=True)
+    env = {"REVIEWBERT_CHECKPOINTS": str(root / "ckpts"), "REVIEWBERT_DATA_DIR": str(root / "data"),
+           "REVIEWBERT_UPLOADS_DIR": str(root / "uploads"), "OMP_NUM_THREADS": "1"}
+    with StreamlitServer(env, ART / "streamlit_error.log") as srv:
+        yield srv
+
+
+def plot_titled(page, text: str, timeout=120_000):
+    page.wait_for_function(
+        "t => [...document.querySelectorAll('.js-plotly-plot')].some(p => p._fullLayout && "
+        "((p.layout.title && (p.layout.title.text || p.layout.title)) || '').includes(t))",
+        arg=text, timeout=timeout)
+
+
+def open_tab(page, name: str):
+    page.get_by_role("tab", name=name).click()
+
+
+def test_error_page_in_a_real_browser(server, tmp_path):
+    from playwright.sync_api import sync_playwright
+    dialogs = []
+    with sync_playwright() as p:
+        ctx, blocked = offline_context(p, tmp_path / "profile")
+        page = ctx.new_page()
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(server.url)
+        page.get_by_text("Review text").wait_for(timeout=120_000)
+        page.get_by_role("link", name="Error analysis").click()
+
+        # 100 held-out reviews from the data folder; evaluate them, then the saved predictions
+        evaluate_data_file(page, 100)
+        page.get_by_role("tab", name="Overview").wait_for(timeout=60_000)
+        plot_titled(page, "Reliability")
+        shot(page, "error_01_overview.png")
+
+        # the confusion matrix: click an off-diagonal cell with reviews in it
+        open_tab(page, "Errors")
+        plot_titled(page, "Confusion matrix")
+        page.wait_for_timeout(1000)          # let Streamlit attach its selection handler
+        cell = page.evaluate("""() => {
+            const gd = [...document.querySelectorAll('.js-plotly-plot')].find(
+                p => (p.layout.title.text || '').includes('Confusion'));
+            const pts = gd._fullData[1].customdata;
+            let best = null;
+            for (const [i, j, n] of pts) if (i !== j && n > 0 && (!best || n > best[2])) best = [i, j, n];
+            const L = gd._fullLayout, box = gd.getBoundingClientRect();
+            return {x: box.left + L._size.l + L.xaxis.l2p(best[1]),
+                    y: box.top + L._size.t + L.yaxis.l2p(best[0]), true: best[0], pred: best[1],
+                    n: best[2], names: L.xaxis.ticktext};
+        }""")
+        page.mouse.click(cell["x"], cell["y"])
+        caption_with(page, f"{cell['n']} of 100 reviews")
+        page.mouse.move(5, 5)                # no tooltip in the screenshots
+        chips = page.locator('[data-testid="stMultiSelect"]').all_inner_texts()
+        assert cell["names"][cell["true"]] in chips[0] and cell["names"][cell["pred"]] in chips[1]
+
+        # open the first review of that cell: its card and every attention view
+        select_first_row(page)
+        page.wait_for_function("""() => {
+            const h = document.querySelector('.rb-highlight');
+            const heat = [...document.querySelectorAll('.js-plotly-plot')].filter(
+                p => p._fullData && p._fullData.some(t => t.type === 'heatmap'));
+            const f = [...document.querySelectorAll('iframe')].map(x => x.contentDocument)
+                .find(d => d && d.querySelector('#vis svg line'));
+            return h && heat.length >= 3 && f;
+        }""", timeout=120_000)
+        body = page.inner_text("body")
+        assert "misclassified" in body and "What BERT attends to" in body
+        assert f"Predicted: {cell['names'][cell['pred']]}" in body
+        shot(page, "error_02_misclassified_review.png", height=4200)
+
+        # label issues (cleanlab)
+        open_tab(page, "Label issues")
+        caption_with(page, "cleanlab flags")
+        shot(page, "error_03_label_issues.png", height=1800)
+
+        # per-rating attention: one pass on request, then the bar charts and examples
+        open_tab(page, "Per-rating attention")
+        page.get_by_role("button", name="Compute per-rating attention").click(timeout=60_000)
+        plot_titled(page, "Words with the highest mean [CLS] attention")
+        plot_titled(page, "predicted")                                 # an example heatmap
+        words = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].find(
+            p => (p.layout.title.text || '').includes('Words with')).data.filter(t => t.y).length""")
+        assert words == 5                                               # one chart per rating
+        shot(page, "error_04_per_rating_attention.png", height=3400)
+
+        assert blocked == [], f"requests left localhost: {blocked}"
+        assert dialogs == []
+        ctx.close()
