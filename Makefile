@@ -2,18 +2,20 @@
 SHELL := /bin/bash
 VENV  := .venv
 PY    := $(VENV)/bin/python
-REQ_HASH := $(shell sha1sum requirements.txt | cut -c1-12)
+REQ_HASH := $(shell cat requirements.txt requirements-test.txt pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(REQ_HASH)
 
-.PHONY: run test fuzz setup browser bench demo-checkpoint clean-venv
+.PHONY: run test lint fuzz setup browser bench demo-checkpoint clean-venv
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-test.txt pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	@# torch first: 2.13.0 is a local CPU build on our machines; a bare `torch` would pull CUDA wheels.
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q -r requirements.txt -r requirements-test.txt
+	@# the package itself, editable: the `reviewbert` command (= python -m reviewbert) in .venv/bin
+	$(PY) -m pip install -q --no-deps -e .
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
@@ -27,8 +29,12 @@ browser:
 # two cores (much of a browser or subprocess test is waiting), and module fixtures (a
 # Streamlit server, a trained run) still start once. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
-test: setup browser
+test: setup browser lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# ruff, with the rules in pyproject.toml ([tool.ruff]); `make test` runs it first
+lint: setup
+	$(VENV)/bin/ruff check .
 
 # Thousands of generated bad inputs per property (tests marked `fuzz`; `make test` runs a
 # few dozen of each). More: make fuzz REVIEWBERT_FUZZ_EXAMPLES=10000
@@ -46,7 +52,7 @@ load: setup
 # and Inside BERT pages in Chromium (`make test` runs a few of its texts on each page).
 .PHONY: hostile
 hostile: setup browser
-	$(PY) -m pytest tests/test_browser_hostile.py -m "hostile or not hostile" $(PYTEST_ARGS)
+	$(PY) -m pytest tests/browser/test_browser_hostile.py -m "hostile or not hostile" $(PYTEST_ARGS)
 
 # The long fault loops (tests marked `faults`: SIGKILL a training run at ten random points
 # and resume each time; `make test` runs the four-kill version).
