@@ -239,17 +239,29 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
                 ablation: dict | None = None, training: dict | None = None) -> str:
     info = checkpoint_info(ckpt)
     meta, hp = info.meta, info.meta.get("hyperparameters", {})
-    k = info.scheme.num_labels
-    names = list(info.scheme.names)
-    test = evaluation["metrics"]
-    files = [f["name"] for f in (meta.get("data") or {}).get("files", [])]
-    sizes = meta.get("split_sizes", {})
-    size_mb = sum(p.stat().st_size for p in Path(info.path).iterdir() if p.is_file()) / 2**20
-    base = baseline["test"] if baseline else None
-    seed = SEED_TABLE1.get(k, {})
-    splits = _splits_md(meta, sizes, k, hp.get("split_seed", "?"))
+    lines = [*_intro_md(info, meta, hp), *_data_and_settings_md(meta, hp, info.scheme.num_labels),
+             _reproduce_md(command, training), "",
+             *_results_md(info, evaluation, baseline)]
+    lines += _distillation_md(meta)
+    if evaluation.get("three_label"):
+        lines += _three_label_md(evaluation["three_label"])
+    if ablation:
+        lines += _ablation_md(ablation)
+    if generalisation:
+        lines += _generalisation_md(generalisation)
+    payload = {"evaluation": evaluation, "baseline": baseline, "generalisation": generalisation}
+    if ablation:
+        payload["ablation"] = ablation
+    if training:
+        payload["training"] = training
+    lines += ["<!-- " + CARD_TAG, json.dumps(payload, indent=1, default=str), "-->", ""]
+    return "\n".join(lines)
 
-    lines = [
+
+def _intro_md(info, meta: dict, hp: dict) -> list[str]:
+    """The front matter, what the model is, and how to load it."""
+    size_mb = sum(p.stat().st_size for p in Path(info.path).iterdir() if p.is_file()) / 2**20
+    return [
         "---",
         "language: en",
         "license: apache-2.0",
@@ -257,14 +269,14 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         "pipeline_tag: text-classification",
         "tags: [reviewbert, bert, amazon-reviews, star-rating]",
         "---",
-        f"# ReviewBERT demo checkpoint ({k} labels)",
+        f"# ReviewBERT demo checkpoint ({info.scheme.num_labels} labels)",
         "",
         f"A `BertForSequenceClassification` (one linear layer on the pooled [CLS]) fine-tuned from "
         f"the embedded base model `{hp.get('base_model', '?')}` (all-MiniLM-L6-v2: 6 layers, "
         f"12 heads, hidden 384) to predict the star rating of a phone or accessory review. "
         f"Standard Hugging Face format with its tokenizer; weights stored as "
-        f"{(meta.get('export') or {}).get('dtype', 'float32')} safetensors ({size_mb:.1f} MB on disk), "
-        f"upcast to fp32 on load on CPU.",
+        f"{(meta.get('export') or {}).get('dtype', 'float32')} safetensors "
+        f"({size_mb:.1f} MB on disk), upcast to fp32 on load on CPU.",
         "",
         "```python",
         "from transformers import pipeline",
@@ -272,10 +284,19 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         'clf("Battery died after two days and support never answered.")',
         "```",
         "",
+    ]
+
+
+def _data_and_settings_md(meta: dict, hp: dict, k: int) -> list[str]:
+    """The files and splits it was trained on, and its hyperparameters."""
+    files = [f["name"] for f in (meta.get("data") or {}).get("files", [])]
+    splits = _splits_md(meta, meta.get("split_sizes", {}), k, hp.get("split_seed", "?"))
+    return [
         "## Data",
         f"All of `../shared/data`: {', '.join(f'`{f}`' for f in files)}. "
         "Exact duplicate texts removed, texts seen with different ratings removed, review titles "
-        f"prepended to their text where the file has one ({'on' if hp.get('prepend_title') else 'off'}), "
+        f"prepended to their text where the file has one "
+        f"({'on' if hp.get('prepend_title') else 'off'}), "
         + splits[0],
         *splits[1:],
         "## Settings",
@@ -291,12 +312,20 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
             if key in hp and (key != "distill_weight" or hp.get("teachers"))],
         f"| best epoch (by validation accuracy) | {(meta.get('best') or {}).get('epoch', '?')} |",
         "",
-        _reproduce_md(command, training),
-        "",
+    ]
+
+
+def _results_md(info, evaluation: dict, baseline: dict | None) -> list[str]:
+    """The test split's metrics beside the TF-IDF baseline and the seed report, and the
+    confusion matrix."""
+    k, name = info.scheme.num_labels, Path(info.path).name
+    test, base, seed = evaluation["metrics"], baseline["test"] if baseline else None, \
+        SEED_TABLE1.get(k, {})
+    lines = [
         f"## Results on its balanced test split ({evaluation.get('n', 0):,} reviews)",
         "",
         "Measured with `python -m reviewbert evaluate --checkpoint checkpoints/"
-        f"{Path(info.path).name} --data <the five files> --split test --precision fp32 --json`.",
+        f"{name} --data <the five files> --split test --precision fp32 --json`.",
         "",
         "| metric | this checkpoint | TF-IDF + logistic regression (same split) "
         "| seed report, Table 1 (bert-base, its own split) |",
@@ -308,53 +337,44 @@ def render_card(ckpt: str | Path, evaluation: dict, baseline: dict | None = None
         lines.append(f"| {label} | **{fmt(key, test.get(key))}** | "
                      f"{fmt(key, base.get(key)) if base else '–'} | "
                      f"{fmt(key, seed.get(key)) if key != 'loss' else 'not comparable'} |")
-    lines += [
+    weighted = any("class_weight" in c for c in (baseline or {}).get(
+        "validation_accuracy_by_C", {}))
+    return lines + [
         "",
         "The TF-IDF baseline (1–2-grams, logistic regression with C"
         + (", and sklearn's class weights (`balanced`, or none) since the training split is "
-           "imbalanced," if any("class_weight" in k for k in (baseline or {}).get(
-               "validation_accuracy_by_C", {})) else "")
+           "imbalanced," if weighted else "")
         + " chosen on the validation split, then refitted on train+validation"
         + (f"; chosen: C = {baseline['C']:g}, class weights "
            f"{baseline.get('class_weight') or 'none'}" if baseline and "C" in baseline else "")
         + ") is `bench/tfidf_baseline.py --checkpoint "
-        f"checkpoints/{Path(info.path).name}`, trained on the same reviews. The seed report's "
+        f"checkpoints/{name}`, trained on the same reviews. The seed report's "
         "figures come from a different model and split, so they are a yardstick, not a "
         "controlled comparison; its cross-entropy "
         "was reported on another scale.",
         "",
         "### Confusion matrix (test split; rows true, columns predicted)",
         "",
-        _confusion_md(evaluation["confusion_matrix"], names),
+        _confusion_md(evaluation["confusion_matrix"], list(info.scheme.names)),
         "",
     ]
-    lines += _distillation_md(meta)
-    if evaluation.get("three_label"):
-        lines += _three_label_md(evaluation["three_label"])
-    if ablation:
-        lines += _ablation_md(ablation)
-    if generalisation:
-        g = generalisation
-        lines += [
-            "## Does it generalise to a file it never saw?",
-            "",
-            g.get("protocol", ""),
-            "",
-            "| evaluated on | reviews | % correct | relaxed % correct | macro AUC-ROC |",
-            "|---|---|---|---|---|",
-            *[f"| {r['label']} | {r['n']:,} | {_pct(r['accuracy'])} | {_pct(r.get('relaxed_accuracy'))} | "
-              f"{_num(r.get('auc'))} |" for r in g.get("rows", [])],
-            "",
-            g.get("conclusion", ""),
-            "",
-        ]
-    payload = {"evaluation": evaluation, "baseline": baseline, "generalisation": generalisation}
-    if ablation:
-        payload["ablation"] = ablation
-    if training:
-        payload["training"] = training
-    lines += ["<!-- " + CARD_TAG, json.dumps(payload, indent=1, default=str), "-->", ""]
-    return "\n".join(lines)
+
+
+def _generalisation_md(g: dict) -> list[str]:
+    return [
+        "## Does it generalise to a file it never saw?",
+        "",
+        g.get("protocol", ""),
+        "",
+        "| evaluated on | reviews | % correct | relaxed % correct | macro AUC-ROC |",
+        "|---|---|---|---|---|",
+        *[f"| {r['label']} | {r['n']:,} | {_pct(r['accuracy'])} | "
+          f"{_pct(r.get('relaxed_accuracy'))} | {_num(r.get('auc'))} |"
+          for r in g.get("rows", [])],
+        "",
+        g.get("conclusion", ""),
+        "",
+    ]
 
 
 def write_card(ckpt, evaluation, baseline=None, generalisation=None, **kw) -> Path:

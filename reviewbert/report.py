@@ -139,55 +139,72 @@ def side_by_side(columns: dict[str, dict]) -> str:
 
 # ------------------------------------------------------------------ the page
 def build_report(r: ReportInputs) -> str:
-    p = r.preds
-    names = p.names
     fig = _Figures()
+    parts = [f"<h1>Error analysis: {_e(r.checkpoint)}</h1>", _provenance(r.preds)]
+    parts += _metrics_sections(r, fig)
+    if r.word_tops is not None or r.examples:
+        parts += _attention_sections(r, fig)
+    if r.issues is not None:
+        parts += _issues_section(r)
+    if r.comparison is not None:
+        parts += _comparison_section(r)
+    body = "\n".join(parts)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>ReviewBERT error analysis: {_e(r.checkpoint)}</title>"
+            f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
+
+
+def _provenance(p) -> str:
+    """Which reviews, how they were scored, and when."""
     meta = p.meta
-    m = p.metrics()
-    parts = [f"<h1>Error analysis: {_e(r.checkpoint)}</h1>"]
     src = (meta.get("data") or {}).get("source") or {}
     check = meta.get("fp32_check")
     prec = meta.get("precision", "fp32")
     if check:
         prec += (f" (on a sample of {check['n']} reviews re-scored in fp32, "
                  f"{check['agree']} got the same class)")
-    parts.append(f'<p class="meta">{_e(p.n)} reviews: {_e(describe(src))}. max_length '
-                 f"{_e(meta.get('max_length'))}, forward pass in {_e(prec)}. Generated "
-                 f"{_e(datetime.now(timezone.utc).isoformat(timespec='seconds'))} by ReviewBERT.</p>")
+    return (f'<p class="meta">{_e(p.n)} reviews: {_e(describe(src))}. max_length '
+            f"{_e(meta.get('max_length'))}, forward pass in {_e(prec)}. Generated "
+            f"{_e(datetime.now(timezone.utc).isoformat(timespec='seconds'))} by ReviewBERT.</p>")
 
-    parts.append("<h2>Metrics</h2>")
-    parts.append(metrics_table(m, r.intervals))
-    parts.append('<p class="note">Intervals: 95% percentile bootstrap over reviews. Two '
-                 "checkpoints whose intervals overlap widely are not shown to differ.</p>")
-    parts.append("<h2>Per class</h2>")
-    pc = breakdown.per_class(p.y, p.pred, names)
-    parts.append(_table(pc, text_cols=(), formats={c: (lambda v: f"{v:.3f}")
-                                                    for c in ("precision", "recall", "f1")}))
 
-    parts.append("<h2>Confusion matrix</h2>")
-    parts.append(fig(analysis_figures.confusion_figure(breakdown.confusion(p.y, p.pred, len(names)), names)))
-    parts.append("<h2>ROC</h2>")
-    parts.append(fig(analysis_figures.roc_figure(breakdown.roc_curves(p.y, p.probs, names))))
+def _metrics_sections(r: ReportInputs, fig) -> list[str]:
+    """Metrics with intervals, per class, confusion, ROC, calibration, length."""
+    p, names = r.preds, r.preds.names
     rel = reliability(p.y, p.probs)
-    parts.append("<h2>Calibration</h2>")
-    parts.append(f"<p>Expected calibration error: <b>{rel.ece:.3f}</b> (10 bins).</p>")
-    parts.append(fig(analysis_figures.reliability_figure(rel)))
+    cm = breakdown.confusion(p.y, p.pred, len(names))
+    by_length = breakdown.length_bins(p.n_tokens, p.correct, p.meta.get("max_length"))
+    return [
+        "<h2>Metrics</h2>", metrics_table(p.metrics(), r.intervals),
+        '<p class="note">Intervals: 95% percentile bootstrap over reviews. Two '
+        "checkpoints whose intervals overlap widely are not shown to differ.</p>",
+        "<h2>Per class</h2>",
+        _table(breakdown.per_class(p.y, p.pred, names), text_cols=(),
+               formats={c: (lambda v: f"{v:.3f}") for c in ("precision", "recall", "f1")}),
+        "<h2>Confusion matrix</h2>", fig(analysis_figures.confusion_figure(cm, names)),
+        "<h2>ROC</h2>", fig(analysis_figures.roc_figure(breakdown.roc_curves(p.y, p.probs, names))),
+        "<h2>Calibration</h2>",
+        f"<p>Expected calibration error: <b>{rel.ece:.3f}</b> (10 bins).</p>",
+        fig(analysis_figures.reliability_figure(rel)),
+        "<h2>Accuracy by review length</h2>", fig(analysis_figures.length_figure(by_length)),
+        "<p>The seed dropped reviews under 100 tokens. What that filter changes:</p>",
+        _table(breakdown.seed_filter(p.y, p.probs, p.n_tokens, names), text_cols=(), formats={
+            "share": lambda v: fmt_metric("share", v),
+            "accuracy": lambda v: fmt_metric("accuracy", v),
+            "relaxed_accuracy": lambda v: fmt_metric("accuracy", v),
+            "auc": lambda v: fmt_metric("auc", v), "loss": lambda v: fmt_metric("loss", v)}),
+    ]
 
-    parts.append("<h2>Accuracy by review length</h2>")
-    parts.append(fig(analysis_figures.length_figure(breakdown.length_bins(p.n_tokens, p.correct,
-                                                    meta.get("max_length")))))
-    sf = breakdown.seed_filter(p.y, p.probs, p.n_tokens, names)
-    parts.append("<p>The seed dropped reviews under 100 tokens. What that filter changes:</p>")
-    parts.append(_table(sf, text_cols=(), formats={
-        "share": lambda v: fmt_metric("share", v), "accuracy": lambda v: fmt_metric("accuracy", v),
-        "relaxed_accuracy": lambda v: fmt_metric("accuracy", v), "auc": lambda v: fmt_metric("auc", v),
-        "loss": lambda v: fmt_metric("loss", v)}))
 
+def _attention_sections(r: ReportInputs, fig) -> list[str]:
+    """Per-rating attention, and one example per rating drawn as the seed report did."""
+    names, parts = r.preds.names, []
     if r.word_tops is not None:
         parts.append("<h2>Per-rating attention</h2>")
         parts.append(f'<p class="note">Mean [CLS] attention (mean of heads) per word in layer '
                      f"{(r.layer or 0) + 1}, over the reviews of each {_e(r.rating_by)}.</p>")
-        parts.append(fig(analysis_figures.rating_words_figure(r.word_tops, names, r.layer or 0, r.rating_by)))
+        parts.append(fig(analysis_figures.rating_words_figure(r.word_tops, names, r.layer or 0,
+                                                              r.rating_by)))
     if r.examples:
         parts.append("<h3>One example per rating: its most confident correct prediction</h3>")
         for c, pred in sorted(r.examples.items()):
@@ -196,29 +213,31 @@ def build_report(r: ReportInputs) -> str:
             parts.append(f'<p class="note">{_e(title)}</p>')
             parts.append(f'<p class="text">{_e(pred.text[:TEXT_CHARS])}</p>')
             parts.append(fig(figures.cls_heatmap(view, title=title, wrap=48)))
+    return parts
 
-    if r.issues is not None:
-        iss = r.issues
-        parts.append("<h2>Label issues (cleanlab)</h2>")
-        parts.append(f"<p>cleanlab's <code>find_label_issues</code> flags <b>{iss.count}</b> of "
-                     f"{iss.n} reviews ({iss.count / max(iss.n, 1):.1%}) whose given rating is "
-                     "probably wrong, judged from the model's held-out probabilities.</p>")
-        parts.append(side_by_side({"all reviews": iss.metrics_all,
-                                   "without the flagged reviews": iss.metrics_clean}))
-        parts.append(f'<p class="note">{_e(CLEAN_CAVEAT)}</p>')
-        parts.append(f"<h3>The {min(TOP_ISSUES, iss.count)} most likely mislabelled</h3>")
-        parts.append(_table(iss.table(p, TOP_ISSUES).drop(columns=["row"])))
 
-    if r.comparison is not None:
-        cmp = r.comparison
-        t = cmp.test
-        parts.append(f"<h2>Compared with {_e(r.other)}</h2>")
-        parts.append(side_by_side({r.checkpoint: cmp.metrics_a, r.other or "other": cmp.metrics_b}))
-        parts.append(f"<p>{t.b} reviews only {_e(r.checkpoint)} gets right, {t.c} only "
-                     f"{_e(r.other)} gets right. McNemar exact p = {t.p_exact:.4g}"
-                     + (f" (chi-square {t.chi2:.2f}, p = {t.p_chi2:.4g})" if t.chi2 is not None
-                        else "") + ".</p>")
-    body = "\n".join(parts)
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>ReviewBERT error analysis: {_e(r.checkpoint)}</title>"
-            f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
+def _issues_section(r: ReportInputs) -> list[str]:
+    iss = r.issues
+    return [
+        "<h2>Label issues (cleanlab)</h2>",
+        f"<p>cleanlab's <code>find_label_issues</code> flags <b>{iss.count}</b> of "
+        f"{iss.n} reviews ({iss.count / max(iss.n, 1):.1%}) whose given rating is "
+        "probably wrong, judged from the model's held-out probabilities.</p>",
+        side_by_side({"all reviews": iss.metrics_all,
+                      "without the flagged reviews": iss.metrics_clean}),
+        f'<p class="note">{_e(CLEAN_CAVEAT)}</p>',
+        f"<h3>The {min(TOP_ISSUES, iss.count)} most likely mislabelled</h3>",
+        _table(iss.table(r.preds, TOP_ISSUES).drop(columns=["row"])),
+    ]
+
+
+def _comparison_section(r: ReportInputs) -> list[str]:
+    cmp, t = r.comparison, r.comparison.test
+    return [
+        f"<h2>Compared with {_e(r.other)}</h2>",
+        side_by_side({r.checkpoint: cmp.metrics_a, r.other or "other": cmp.metrics_b}),
+        f"<p>{t.b} reviews only {_e(r.checkpoint)} gets right, {t.c} only "
+        f"{_e(r.other)} gets right. McNemar exact p = {t.p_exact:.4g}"
+        + (f" (chi-square {t.chi2:.2f}, p = {t.p_chi2:.4g})" if t.chi2 is not None else "")
+        + ".</p>",
+    ]

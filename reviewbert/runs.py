@@ -577,10 +577,11 @@ def device_slot(run_dir, device: str, *, wait: bool = True, poll_s: float = 0.2)
         os.close(fd)  # releases the flock
 
 
-def _wait_for_slot(fd: int, qdir: Path, run_dir: Path, device: str, poll_s: float) -> None:
-    pid = os.getpid()
+def _own_ticket(qdir: Path, pid: int, run_dir: Path) -> tuple[Path, float]:
+    """(this process's queue ticket, when it was queued): the one launch() wrote at launch
+    time (the oldest, so launch order holds), or a new one."""
     mine = [(p, t) for p, t in _tickets(qdir) if t.get("pid") == pid]
-    if mine:  # written by launch() at launch time: keep the oldest, so launch order holds
+    if mine:
         ticket, info = mine[0]
         for p, _ in mine[1:]:
             p.unlink(missing_ok=True)
@@ -588,12 +589,22 @@ def _wait_for_slot(fd: int, qdir: Path, run_dir: Path, device: str, poll_s: floa
         now = time.time()
         ticket = _write_ticket(qdir, pid, _own_start(), run_dir, now)
         info = {"queued_at": now}
-    queued_at = info.get("queued_at") or time.time()
+    return ticket, info.get("queued_at") or time.time()
+
+
+def _queued_status(run_dir: Path, pid: int, device: str, queued_at: float) -> dict:
+    """status.json while waiting; a stopped run's progress stays visible meanwhile."""
     old = read_status(run_dir) or {}
-    if old.get("pid") != pid:  # a stopped run's progress stays visible while it waits
+    if old.get("pid") != pid:
         old = {k: old[k] for k in ("step", "total_steps", "epoch", "epochs") if k in old}
-    base = {**old, "state": "queued", "pid": pid, "started": _own_start(), "device": device,
+    return {**old, "state": "queued", "pid": pid, "started": _own_start(), "device": device,
             "queued_at": queued_at, "eta_seconds": None}
+
+
+def _wait_for_slot(fd: int, qdir: Path, run_dir: Path, device: str, poll_s: float) -> None:
+    pid = os.getpid()
+    ticket, queued_at = _own_ticket(qdir, pid, run_dir)
+    base = _queued_status(run_dir, pid, device, queued_at)
     main_thread = _in_main_thread()  # signal handlers can only be set there
     saved = {s: signal.signal(s, _raise_cancelled) for s in _CANCEL_SIGNALS} if main_thread else {}
     try:

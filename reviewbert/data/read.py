@@ -605,12 +605,17 @@ class _Source:
             if want.done:
                 return
         if pending is not None:
-            if not parsed_any:
-                raise DataError(f"{self.path}: line {first_error[0]}: not valid JSON "
-                                f"({first_error[1]})")
-            self.warn(f"{self.path.name}: line {pending}: the last record is cut off "
-                      "(file truncated?); skipped")
-            yield pending, TRUNCATED
+            yield self._cut_off_last(pending, parsed_any, first_error)
+
+    def _cut_off_last(self, pending: int, parsed_any: bool, first_error) -> tuple[int, str]:
+        """The last line failed to parse: a truncated file (skipped, with a warning) if
+        anything before it parsed, else a file that is not JSON lines at all."""
+        if not parsed_any:
+            raise DataError(f"{self.path}: line {first_error[0]}: not valid JSON "
+                            f"({first_error[1]})")
+        self.warn(f"{self.path.name}: line {pending}: the last record is cut off "
+                  "(file truncated?); skipped")
+        return pending, TRUNCATED
 
     def _document_rows(self, f, wanted):
         """Elements of a JSON array document, streamed (see :class:`_ArrayElements`)."""
