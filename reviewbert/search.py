@@ -98,18 +98,19 @@ STOP_GRACE_S = 120.0  # a trial asked to stop finishes its step and saves last/ 
 
 
 # ===================================================================== parsing
-def _field_name(raw: str, where: str) -> str:
+def _field_name(raw: str, where: str, cls: type = TrainConfig) -> str:
     name = raw.strip().replace("-", "_")
-    if name not in config.searchable():
-        known = name in {f.name for f in fields(TrainConfig)}  # data, fractions
+    searchable = config.searchable(cls)
+    if name not in searchable:
+        known = name in {f.name for f in fields(cls)}  # data, fractions
         raise ConfigError(f"{where}: " + (f"{name} cannot be searched" if known else
-                          "unknown hyperparameter; searchable: " + ", ".join(config.searchable())))
+                          "unknown hyperparameter; searchable: " + ", ".join(searchable)))
     return name
 
 
-def parse_value(name: str, text: str, flag: str = "--grid"):
-    """``text`` as a value of TrainConfig field ``name``, checked by the field's own rule."""
-    spec = config.searchable()[name]
+def parse_value(name: str, text: str, flag: str = "--grid", cls: type = TrainConfig):
+    """``text`` as a value of config field ``name``, checked by the field's own rule."""
+    spec = config.searchable(cls)[name]
     where = f"{flag} {name}={text}"
     try:
         value = spec.parse(text)
@@ -123,28 +124,28 @@ def parse_value(name: str, text: str, flag: str = "--grid"):
     return value
 
 
-def parse_grid(item: str) -> tuple[str, list]:
+def parse_grid(item: str, cls: type = TrainConfig) -> tuple[str, list]:
     """``NAME=V1,V2,...`` -> (field, [values])."""
     raw, sep, values = item.partition("=")
     if not sep or not values.strip():
         raise ConfigError(f"--grid expects NAME=V1,V2,..., got {item!r}")
-    name = _field_name(raw, f"--grid {item}")
-    parsed = [parse_value(name, v) for v in values.split(",")]
+    name = _field_name(raw, f"--grid {item}", cls)
+    parsed = [parse_value(name, v, cls=cls) for v in values.split(",")]
     if len(set(map(repr, parsed))) != len(parsed):
         raise ConfigError(f"--grid {item}: a value is repeated")
     return name, parsed
 
 
-def parse_range(item: str) -> tuple[str, dict]:
+def parse_range(item: str, cls: type = TrainConfig) -> tuple[str, dict]:
     """``NAME=LOW:HIGH[:log]`` -> (field, {"low", "high", "log"}) for int and float fields."""
     raw, sep, rest = item.partition("=")
     parts = rest.split(":")
     if not sep or len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] != "log"):
         raise ConfigError(f"--range expects NAME=LOW:HIGH or NAME=LOW:HIGH:log, got {item!r}")
-    name = _field_name(raw, f"--range {item}")
-    if config.searchable()[name].type not in (int, float):
+    name = _field_name(raw, f"--range {item}", cls)
+    if config.searchable(cls)[name].type not in (int, float):
         raise ConfigError(f"--range {item}: {name} is not a number; use --grid for its values")
-    low, high = (parse_value(name, p, "--range") for p in parts[:2])
+    low, high = (parse_value(name, p, "--range", cls) for p in parts[:2])
     log = len(parts) == 3
     if low is None or high is None or not low < high:
         raise ConfigError(f"--range {item}: needs LOW < HIGH")

@@ -15,6 +15,7 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
+from ..config import CLASS_BALANCE  # the modes (described there); also data.CLASS_BALANCE
 from ..labels import LabelScheme, get_scheme
 from .read import ReadOptions, _check_path, _remember_sha, _Source, fingerprint
 from .report import TOO_FEW_TOKENS, DataError, DataReport, FileReport
@@ -22,16 +23,6 @@ from .report import TOO_FEW_TOKENS, DataError, DataReport, FileReport
 _TOKEN_BATCH = 512
 SPLIT_NAMES = ("train", "validation", "test")
 HASH_NAME = "blake2b-64"
-CLASS_BALANCE = ("undersample", "resample", "weighted")
-"""How the training split uses the classes; validation and test are balanced either way,
-and hold the very same reviews (for the same files, seed and options):
-
-- ``undersample``: the training split is balanced too (every class cut to the rarest);
-- ``resample``: the training split also keeps the reviews undersampling drops, and each
-  epoch trains on a fresh balanced draw from it (``train.balanced_draw``);
-- ``weighted``: the training split keeps them too, and the loss weighs each class by
-  ``n_total / (n_classes * n_class)`` (:func:`class_weights`).
-"""
 
 
 @dataclass

@@ -56,30 +56,30 @@ def _float_step(value: float) -> float:
 
 
 def config_form(data: list[str], extra: dict | None = None,
-                options: dict[str, list] | None = None):
+                options: dict[str, list] | None = None, cls: type = config.TrainConfig):
     """Draw basic fields (4 per row) and the advanced expander.
 
     Returns (values, config, errors): ``values`` holds every field drawn plus ``data``
     and ``extra`` (the data section's settings); ``config`` is the TrainConfig they make,
     or None while ``errors`` maps a field to its message, also shown under that field.
     ``options`` offers choices for list fields (the Train page: finished runs as
-    distillation teachers).
+    distillation teachers). ``cls``: TrainConfig, or a subclass with more fields.
     """
     options = options or {}
     values = {"data": list(data), **(extra or {})}
     slots = {}
     cols = st.columns(4)
-    for i, spec in enumerate(config.group_fields("basic")):
+    for i, spec in enumerate(config.group_fields("basic", cls)):
         box = cols[i % 4].container()
         values[spec.name] = widget(spec, box)
         slots[spec.name] = box
     with st.expander("Advanced"):
         cols = st.columns(4)
-        for i, spec in enumerate(config.group_fields("advanced")):
+        for i, spec in enumerate(config.group_fields("advanced", cls)):
             box = cols[i % 4].container()
             values[spec.name] = widget(spec, box, options=options.get(spec.name))
             slots[spec.name] = box
-    cfg, errors = config.check(values)
+    cfg, errors = config.check(values, cls=cls)
     for name, msg in errors.items():
         (slots.get(name) or st).error(msg, icon="⚠️")
     return values, cfg, errors

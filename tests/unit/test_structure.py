@@ -1,0 +1,163 @@
+"""The package's structure, measured from its own source (the redesign's promises):
+
+- no import cycle between reviewbert's modules (imports inside functions included);
+- no library module imports the command line (``reviewbert.cli`` or ``__main__``);
+- Streamlit only in ``reviewbert/ui/`` and the page scripts; pages import only the ui;
+- no function longer than 60 lines; the training loop's file at most 400 lines;
+- modules are imported under their names, not one- or two-letter aliases.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "reviewbert"
+MAX_FUNCTION_LINES = 60
+MAX_LOOP_LINES = 400
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PKG.rglob("*.py")}
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The reviewbert modules ``path`` imports, anywhere in it (relative ones resolved;
+    ``from pkg import sub`` counts as an import of the submodule)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "reviewbert")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "reviewbert":
+                continue
+            subs = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in modules]
+            out.update(subs or [target])
+    return {m for m in out if m in modules and m != name}
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {m: _imports(p, modules) for m, p in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_import_graph_is_read_correctly():
+    """The checks below are only as good as the graph: it must see relative imports,
+    imports inside functions and `from package import submodule`."""
+    g = _graph()
+    assert "reviewbert.cli.train" in g["reviewbert.cli"] or "reviewbert.cli" in g["reviewbert.__main__"]
+    assert "reviewbert.training.losses" in g["reviewbert.training.setup"]   # from . import losses
+    assert "reviewbert.checkpoint" in g["reviewbert.inference"]             # inside a method
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle():
+    assert _cycles(_graph()) == []
+
+
+def test_no_library_module_imports_the_command_line():
+    offenders = {m: sorted(d for d in deps if d == "reviewbert.__main__"
+                           or d == "reviewbert.cli" or d.startswith("reviewbert.cli."))
+                 for m, deps in _graph().items()
+                 if not (m == "reviewbert.__main__" or m == "reviewbert.cli"
+                         or m.startswith("reviewbert.cli."))}
+    assert {m: d for m, d in offenders.items() if d} == {}
+
+
+def _third_party_imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_streamlit_stays_in_the_ui_and_pages_import_only_the_ui():
+    outside = [p.relative_to(ROOT) for p in PKG.rglob("*.py")
+               if "ui" not in p.relative_to(PKG).parts and "streamlit" in _third_party_imports(p)]
+    assert outside == []
+    for page in (ROOT / "pages").glob("*.py"):
+        tree = ast.parse(page.read_text(encoding="utf-8"))
+        mods = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        mods |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert mods <= {"streamlit", "reviewbert.ui"}, (page.name, mods)
+        assert not any(isinstance(n, (ast.FunctionDef, ast.ClassDef)) for n in ast.walk(tree)), \
+            f"{page.name} defines logic: it belongs in reviewbert/"
+
+
+def test_no_function_is_longer_than_60_lines():
+    long = []
+    for path in [*PKG.rglob("*.py"), *(ROOT / "pages").glob("*.py"), ROOT / "app.py"]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)")
+    assert long == []
+
+
+def test_the_training_loop_reads_on_a_few_screens():
+    lines = (PKG / "training" / "loop.py").read_text(encoding="utf-8").count("\n")
+    assert lines <= MAX_LOOP_LINES
+
+
+def test_modules_are_imported_under_their_names():
+    """`from .. import figures as F` hid which module a name came from (T was training or
+    teaching, A attention or anatomy): our own modules keep their names."""
+    short = []
+    for path in [*PKG.rglob("*.py"), *(ROOT / "pages").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "")
+                                                     .startswith("reviewbert")):
+                short += [f"{path.relative_to(ROOT)}: {a.name} as {a.asname}" for a in node.names
+                          if a.asname and len(a.asname) <= 2]
+    assert short == []
