@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .checkpoint import resolve_base_model
 from .inference import encode
 
 LAYER_STEPS = ("input", "heads concatenated", "output projection", "add & norm 1",
@@ -482,7 +483,6 @@ class MlmStatus:
 
 def _local_folder(name: str) -> Path | None:
     """A local folder for ``name``: a path, or the Hugging Face cache. Never downloads."""
-    from .checkpoint import resolve_base_model
     try:
         resolved = resolve_base_model(name)
     except Exception:  # noqa: BLE001 - e.g. the embedded package is missing

@@ -26,7 +26,9 @@ from itertools import islice
 from pathlib import Path
 
 from . import data
+from .checkpoint import load_tokenizer
 from .data import DataError, DataReport, ReadOptions
+from .labels import get_scheme
 
 REPO = Path(__file__).resolve().parents[1]
 EXTENSIONS = (".json", ".jsonl", ".csv", ".tsv", ".json.gz", ".jsonl.gz", ".csv.gz", ".tsv.gz")
@@ -174,8 +176,6 @@ def training_report(paths, cfg, tokenizer=None) -> DataReport:
 
     Same call as the trainer, so the counts per split are the ones a run would use.
     """
-    from .checkpoint import load_tokenizer
-    from .labels import get_scheme
     if not paths:
         raise DataError("no data file chosen")
     if cfg.min_tokens and tokenizer is None:

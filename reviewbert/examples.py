@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from .data import splits_from_meta
+
 EXAMPLES_FILE = Path(__file__).resolve().parent / "assets" / "examples.jsonl"
 BUILTIN_SOURCE = "built-in examples"
 
@@ -37,7 +39,6 @@ def test_split_examples(meta: dict, tokenizer=None, data_dir=None) -> list[Revie
 
     Raises ``reviewbert.data.DataError`` (a ValueError) when the files are missing.
     """
-    from .data import splits_from_meta
     splits = splits_from_meta(meta, data_dir=data_dir, tokenizer=tokenizer)
     return [Review(e.text, int(e.stars), f"test split ({e.source})") for e in splits.test]
 

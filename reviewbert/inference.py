@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .checkpoint import load_checkpoint
 from .labels import LabelScheme, scheme_from_id2label
 
 MAX_CHARS = 100_000
@@ -391,7 +392,6 @@ class Predictor:
 
     @classmethod
     def from_checkpoint(cls, path, device=None, fast: bool = True) -> "Predictor":
-        from .checkpoint import load_checkpoint
         model, tok, info = load_checkpoint(path, device, attn_implementation="eager")
         return cls(model, tok, info.scheme, meta=info.meta, fast=fast)
 

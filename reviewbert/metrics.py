@@ -21,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.metrics import accuracy_score, confusion_matrix, log_loss, roc_auc_score
 
+from .labels import FIVE, THREE
+
 
 def _as_arrays(y_true, probs, num_labels: int | None):
     y = np.asarray(y_true, dtype=np.int64).reshape(-1)
@@ -86,7 +88,6 @@ def compute_metrics(y_true, probs, num_labels: int | None = None) -> dict:
 def merge_to_three(y_true, probs) -> tuple[np.ndarray, np.ndarray]:
     """5-star labels and probabilities -> the 3-label scheme's (negative = 1-2 stars,
     neutral = 3, positive = 4-5): each merged probability is the sum of its stars'."""
-    from .labels import FIVE, THREE
     y, p, _ = _as_arrays(y_true, probs, FIVE.num_labels)
     merge = np.zeros((FIVE.num_labels, THREE.num_labels))
     for star, five_id in FIVE.star_to_id.items():
@@ -96,7 +97,6 @@ def merge_to_three(y_true, probs) -> tuple[np.ndarray, np.ndarray]:
 
 def three_label_view(y_true, probs) -> dict:
     """Accuracy and macro AUC (plus loss and ``n``) of a 5-label model read as 3 labels."""
-    from .labels import THREE
     y3, p3 = merge_to_three(y_true, probs)
     m = compute_metrics(y3, p3, THREE.num_labels)
     out = {k: m[k] for k in ("accuracy", "auc", "loss", "n")}

@@ -387,7 +387,7 @@ def _pass1(paths, scheme: LabelScheme, min_tokens, tokenizer, options, progress
     """Open ``paths`` in canonical order and stream them once (see :func:`_scan`)."""
     min_tokens = int(min_tokens or 0)
     if min_tokens > 0 and tokenizer is None:
-        from ..checkpoint import load_tokenizer
+        from ..checkpoint import load_tokenizer  # the data layer needs no model otherwise
         tokenizer = load_tokenizer(None)
     report = DataReport(scheme=f"{scheme.num_labels} labels", class_names=scheme.names)
     sources = []

@@ -34,7 +34,7 @@ from ..errors import CheckpointError, ConfigError
 from ..fsio import atomic_write_json
 from ..labels import get_scheme
 from ..runs import run_paths, truncate_metrics, truncate_steps
-from . import losses
+from . import distill, losses
 from .hooks import default_hooks
 from .optim import param_groups
 from .resume import STATE_JSON, load_training_state, restore_optimizer
@@ -199,7 +199,6 @@ def teacher_targets(cfg, data_cfg, scheme, splits, accelerator, say, out_dir):
     without teachers. Teachers on another split are a ConfigError (training.distill)."""
     if not cfg.teachers:
         return None, None
-    from . import distill
     try:
         infos = distill.check_teachers(cfg.teachers, data_cfg, scheme.num_labels)
     except distill.TeacherError as e:
