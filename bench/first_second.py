@@ -1,0 +1,202 @@
+"""The first second: from `streamlit run` to a page you can type into, and from a click on
+Predict to a fully drawn page, in headless Chromium, as a new user meets it.
+
+    .venv/bin/python bench/first_second.py [--runs 3] [--baseline REV]
+
+Each run starts a fresh server (``streamlit run app.py``, the shipped demo checkpoint),
+opens the Predict page in Debian's Chromium (every request off localhost blocked) and
+measures, from the moment the server process is started:
+
+- ``ready_s``: until the "Review text" box can be typed into;
+- ``first_predict_s``: the first click on Predict (a short review) until every view is drawn;
+- ``predict_256_s``: a click on Predict with a 256-token review (after a short one) until
+  every view shows it, and ``predict_256_repeat_s`` after another 256-token review;
+- ``ws_bytes_256``: the websocket bytes the browser received for that 256-token prediction;
+- ``server_cpu_ms_256``: the server process's CPU time (all threads) for that Predict run.
+
+"Drawn" is what tests/browser/test_browser.py waits for: the highlighted review ends with
+the text's last word, three attention charts and the head view hold its first word.
+Medians over ``--runs`` fresh starts. ``--baseline REV`` measures the same in a checkout of
+that revision (a temporary git worktree, same virtualenv) in the same run, alternating,
+for the server time's ratio. Run it alone on the machine: the figures are wall-clock.
+The last stdout line is one JSON object with the figures, ``targets``, ``checks``, ``met``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+TARGETS = {"ready_s": 4.0, "first_predict_s": 1.5, "predict_256_s": 1.0,
+           "ws_bytes_256": 200_000, "server_cpu_ratio_vs_baseline": 3.0}
+SHORT = "Battery died after two days and support never answered. Poor quality."
+DRAWN = """([first, last]) => {
+    const h = document.querySelector('.rb-highlight');
+    if (!h || !h.textContent.trim().endsWith(last)) return false;
+    const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(
+        p => p._fullLayout && p.data && JSON.stringify(p.data).includes('"' + first + '"'));
+    if (charts.length < 3) return false;
+    const f = document.querySelector('iframe');
+    const d = f && f.contentDocument;
+    if (!d || !d.querySelector('#vis svg line')) return false;
+    return [...d.querySelectorAll('#vis svg #left text')].some(t => t.textContent === first);
+}"""
+
+
+def log(msg: str) -> None:
+    print(f"[first-second] {msg}", file=sys.stderr, flush=True)
+
+
+def long_review(first: str, last: str) -> str:
+    lines = (ROOT / "reviewbert" / "assets" / "examples.jsonl").read_text().splitlines()
+    return f"{first} " + " ".join(json.loads(x)["text"] for x in lines) + f" {last}"
+
+
+def server_cpu_ms(pid: int) -> float:
+    import psutil
+    t = psutil.Process(pid).cpu_times()
+    return 1000 * (t.user + t.system)
+
+
+def predict(page, text: str, first: str | None = None, timeout=120_000) -> float:
+    first, last = first or text.split()[0].lower(), text.split()[-1]
+    page.locator("textarea").fill(text)
+    page.locator("textarea").blur()
+    page.wait_for_timeout(300)
+    t0 = time.perf_counter()
+    page.get_by_role("button", name="Predict").click()
+    page.wait_for_function(DRAWN, arg=[first, last], timeout=timeout, polling="raf")
+    return time.perf_counter() - t0
+
+
+def one_run(tree: Path, ckpts: Path, profile: Path, port: int) -> dict:
+    """A fresh server from ``tree``, one browser session: the figures of one start."""
+    from playwright.sync_api import sync_playwright
+
+    from browser_support import offline_context
+    env = {**os.environ, "REVIEWBERT_CHECKPOINTS": str(ckpts)}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.headless", "true", "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"], cwd=tree, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with sync_playwright() as p:
+            ctx, blocked = offline_context(p, profile)
+            page = ctx.new_page()
+            received = []
+            page.on("websocket", lambda ws: ws.on(
+                "framereceived", lambda payload: received.append(len(payload))))
+            _open_when_listening(page, port, proc)
+            page.get_by_text("Review text").wait_for(timeout=120_000)
+            page.locator("textarea").wait_for(state="visible")
+            expect_editable(page)
+            out = {"ready_s": time.perf_counter() - t0}
+            out["first_predict_s"] = predict(page, SHORT)
+            predict(page, SHORT.replace("Battery", "Screen"))
+            cpu0, n0 = server_cpu_ms(proc.pid), len(received)
+            bytes0 = sum(received)
+            out["predict_256_s"] = predict(page, long_review("honestly", "recommended"))
+            out["server_cpu_ms_256"] = server_cpu_ms(proc.pid) - cpu0
+            out["ws_bytes_256"] = sum(received) - bytes0
+            out["ws_frames_256"] = len(received) - n0
+            out["predict_256_repeat_s"] = predict(page, long_review("overall", "returned"))
+            out["blocked"] = list(blocked)
+            ctx.close()
+        return out
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _open_when_listening(page, port: int, proc) -> None:
+    """Navigate as soon as the server answers (a user's browser retries the same way)."""
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("streamlit exited")
+        try:
+            page.goto(f"http://localhost:{port}", timeout=5_000)
+            return
+        except Exception:  # noqa: BLE001 - not listening yet
+            time.sleep(0.05)
+    raise RuntimeError("the server did not answer in 120 s")
+
+
+def expect_editable(page) -> None:
+    page.wait_for_function("() => { const t = document.querySelector('textarea'); "
+                           "return t && !t.disabled && !t.readOnly; }", timeout=120_000)
+
+
+def median_of(rows: list[dict]) -> dict:
+    keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float))]
+    return {k: round(statistics.median(r[k] for r in rows), 3) for k in keys}
+
+
+def checkout(rev: str, where: Path) -> Path:
+    subprocess.run(["git", "worktree", "add", "--detach", str(where), rev], cwd=ROOT, check=True,
+                   capture_output=True)
+    return where
+
+
+def main(argv=None) -> int:
+    from reviewbert.device import cpu_description
+
+    from browser_support import free_port
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--baseline", metavar="REV", help="also measure this git revision")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        ckpts = tmp / "ckpts"
+        ckpts.mkdir()
+        (ckpts / "demo").symlink_to(ROOT / "checkpoints" / "demo")
+        trees = {"current": ROOT}
+        if args.baseline:
+            trees["baseline"] = checkout(args.baseline, tmp / "baseline")
+        rows: dict[str, list[dict]] = {k: [] for k in trees}
+        try:
+            for i in range(args.runs):
+                for name, tree in trees.items():     # alternate: drifts hit both alike
+                    r = one_run(tree, ckpts, tmp / f"profile-{name}-{i}", free_port())
+                    log(f"{name} run {i + 1}: {json.dumps({k: v for k, v in r.items() if k != 'blocked'})}")
+                    rows[name].append(r)
+        finally:
+            if args.baseline:
+                subprocess.run(["git", "worktree", "remove", "--force", str(trees["baseline"])],
+                               cwd=ROOT, capture_output=True)
+    out = {"machine": cpu_description(), "runs": args.runs, "current": median_of(rows["current"]),
+           "blocked": sorted({u for r in rows["current"] for u in r["blocked"]})}
+    if args.baseline:
+        out["baseline"] = {"rev": args.baseline, **median_of(rows["baseline"])}
+        out["server_cpu_ratio_vs_baseline"] = round(
+            out["baseline"]["server_cpu_ms_256"] / out["current"]["server_cpu_ms_256"], 2)
+    cur = out["current"]
+    out["targets"] = TARGETS
+    out["checks"] = {k: cur[k] <= t for k, t in TARGETS.items() if k in cur}
+    if "server_cpu_ratio_vs_baseline" in out:
+        out["checks"]["server_cpu_ratio_vs_baseline"] = \
+            out["server_cpu_ratio_vs_baseline"] >= TARGETS["server_cpu_ratio_vs_baseline"]
+    out["checks"]["offline"] = not out["blocked"]
+    out["met"] = all(out["checks"].values())
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
