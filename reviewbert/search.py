@@ -98,7 +98,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import config, runs
+from . import config, runs, seed_grid
 from .checkpoint import read_meta
 from .config import TrainConfig
 from .errors import ConfigError
@@ -204,6 +204,9 @@ class SearchSpec:
                 if name in grid or name in ranges:
                     raise ConfigError(f"{flag} {item}: {name} is already searched")
                 into[name] = value
+        if getattr(args, "preset", None) == seed_grid.NAME:
+            base, preset_grid = seed_grid.apply(base, grid)
+            grid = {k: v for k, v in preset_grid.items() if k not in ranges}
         spec = cls(base=base, grid=grid, ranges=ranges, sampler=args.sampler,
                    trials=args.trials, objective=args.objective, prune=args.prune,
                    prune_startup=args.prune_startup, storage=args.storage,
@@ -314,6 +317,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid", action="append", metavar="NAME=V1,V2",
                    help="values of a TrainConfig field to try (repeat for more fields); the "
                         "grid sampler runs every combination, TPE picks among them")
+    p.add_argument("--preset", choices=(seed_grid.NAME,), default=None,
+                   help="seed: the seed report's Table 1 grid (labels 5,3 x LR classifier "
+                        "1e-3,1e-2,1e-1 x LR BERT 1e-5,1e-4,1e-3 x LR decay 0.5; weight decay "
+                        "0.01, LR step 5 epochs or half a shorter --epochs); flags and "
+                        "--grid/--range given override it")
     p.add_argument("--range", action="append", metavar="NAME=LOW:HIGH[:log]",
                    help="a numeric field's range, for --sampler tpe (int fields stay int)")
     p.add_argument("--sampler", choices=SAMPLERS, default="grid",
