@@ -65,6 +65,20 @@ def run_row(run: dict) -> dict:
     return row
 
 
+def trial_runs(search_dirs: list) -> list[dict]:
+    """The trial run folders of search folders (workers of one study), as
+    ``runs.list_runs`` items, named SEARCH/trial-NNNN."""
+    from .checkpoint import read_meta
+    items = []
+    for d in map(Path, search_dirs):
+        for t in sorted(d.glob("trial-*")):
+            if (t / runs.STATUS_FILE).exists():
+                items.append({"name": f"{d.name}/{t.name}", "path": t, "kind": "trial",
+                              "status": runs.read_status(t) or {},
+                              "meta": read_meta(t, strict=False)})
+    return items
+
+
 def runs_table(run_list: list[dict]) -> pd.DataFrame:
     """The seed's Table 1 (test | validation at the best epoch) plus state and provenance."""
     return pd.DataFrame([run_row(r) for r in run_list])

@@ -900,6 +900,29 @@ def read_search(search_dir, *, study: bool = False, peers: list | None = None) -
             "best": pick(done, key=lambda r: r["value"]) if done else None}
 
 
+def study_groups(folders) -> list[list[Path]]:
+    """Search folders grouped by the study they share, in the given order: workers with
+    their own --out on one --storage and study name are one search (the default
+    study.db belongs to its folder alone)."""
+    groups: dict[tuple, list[Path]] = {}
+    for d in map(Path, folders):
+        rec = read_json(d / SEARCH_FILE) or {}
+        key = (rec.get("storage") or str(d.resolve()), rec.get("study") or d.name)
+        groups.setdefault(key, []).append(d)
+    return list(groups.values())
+
+
+def group_status(folders) -> dict:
+    """One status for a study's folders: the counts of the latest written, "running"
+    while a worker of any folder runs (or "queued", while one waits)."""
+    statuses = [runs.read_status(d) or {} for d in folders]
+    latest = max(statuses, key=lambda st: st.get("updated") or 0)
+    states = {st.get("state") for st in statuses}
+    active = next((s for s in ("running", "queued") if s in states), None)
+    return {**latest, "state": active or latest.get("state"),
+            "workers": {pid: w for st in statuses for pid, w in (st.get("workers") or {}).items()}}
+
+
 def _local_rows(search_dir: Path) -> dict[int, dict]:
     host, rows = socket.gethostname(), {}
     for d in sorted(search_dir.glob("trial-*")):
