@@ -461,10 +461,26 @@ def open_study(spec: SearchSpec, search_dir):
                                           n_warmup_steps=0, interval_steps=1)
               if spec.prune else optuna.pruners.NopPruner())
     with _storage_errors(url):
-        return optuna.create_study(storage=_storage(url, heartbeat=True),
-                                   study_name=study_name(spec, search_dir),
-                                   sampler=sampler, pruner=pruner, direction=spec.direction,
-                                   load_if_exists=True)
+        return _first_of_racing_workers(lambda: optuna.create_study(
+            storage=_storage(url, heartbeat=True), study_name=study_name(spec, search_dir),
+            sampler=sampler, pruner=pruner, direction=spec.direction, load_if_exists=True))
+
+
+def _first_of_racing_workers(create, attempts: int = 6):
+    """Workers started together on an empty database all create Optuna's tables at once;
+    on PostgreSQL all but one then fail (IntegrityError: duplicate key in pg_type). The
+    tables exist by then: try again after a short random pause."""
+    import random
+    import time
+
+    import sqlalchemy.exc
+    for attempt in range(attempts):
+        try:
+            return create()
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2 + random.random() * 0.8)
 
 
 def _storage(url: str, heartbeat: bool = False):

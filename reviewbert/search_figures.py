@@ -95,9 +95,13 @@ def importances(study) -> Importances:
     if n < 2 or not params:
         return Importances({}, n, f"{n} finished trial(s) and no parameter that varied among "
                                   "them: nothing to rank yet")
-    values = optuna.importance.get_param_importances(
-        study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=FANOVA_SEED),
-        params=params)
+    try:
+        values = optuna.importance.get_param_importances(
+            study, evaluator=optuna.importance.FanovaImportanceEvaluator(seed=FANOVA_SEED),
+            params=params)
+    except RuntimeError:  # "zero total variance": every finished trial scored the same
+        return Importances({}, n, f"all {n} finished trials have the same value: no "
+                                  "parameter explains a difference")
     need = trusted_minimum(len(params))
     note = "" if n >= need else (
         f"only {n} finished trials for {len(params)} parameter(s): fANOVA's random forest "

@@ -357,3 +357,19 @@ def test_a_point_whose_reruns_keep_dying_ends_failed(tmp_path, toy):
     assert [t.state for t in trials] == [TrialState.FAIL] * (search.MAX_RETRIES + 1)
     st = read_status(tmp_path / "last")
     assert (st["failed"], st["retried"], st["left"], st["complete"]) == (1, search.MAX_RETRIES, 0, 0)
+
+
+def test_importances_of_trials_that_all_scored_the_same_say_so(tmp_path, toy):
+    from reviewbert import search_figures
+    spec = search.SearchSpec(base={"data": [str(toy)], "epochs": 1},
+                             grid={"seed": [0, 1, 2], "lr_bert": [1e-5, 2e-5]})
+    spec.check()
+    flat = {n: [0.2] for n in range(6)}
+    search.SearchWorker(spec, tmp_path / "flat", start_trial=fake_starter(flat), poll_s=0,
+                        log=lambda *a: None).run()
+    study = search_figures.load_study(tmp_path / "flat")
+    imp = search_figures.importances(study)
+    assert imp.values == {} and imp.n_trials == 6 and "same value" in imp.note
+    figs = search_figures.dashboard(study, imp)
+    assert set(figs) == set(search_figures.FIGURES)
+    assert "same value" in figs["importances"].layout.annotations[0].text
