@@ -299,5 +299,6 @@ def _trials_table(info: dict, folder: Path, peers: list[Path], picked: list[int]
             st.session_state[state.PENDING_LIVE_RUN] = paths[0]
     if chosen:
         sel = table.iloc[chosen]
-        st.markdown("**Selected trials, overlaid** (dash = trial, colour = split)")
+        st.markdown("**Selected trials, overlaid**: " + ", ".join(f"`{r}`" for r in sel["run"])
+                    + " (dash = trial, colour = split)")
         train.charts(experiments.curves(list(sel["path"]), list(sel["run"])), "search_overlay")
