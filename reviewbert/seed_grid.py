@@ -65,5 +65,6 @@ def apply(base: dict, grid: dict) -> tuple[dict, dict]:
                    base.get("max_length", config.TrainConfig.__dataclass_fields__[
                        "max_length"].default))
     new_grid = {**{k: v for k, v in GRID.items() if k not in base}, **grid}
-    new_base = {**{k: v for k, v in preset.items() if k not in new_grid}, **base}
+    new_base = {**{k: v for k, v in preset.items() if k not in new_grid and v is not None},
+                **base}
     return new_base, new_grid
