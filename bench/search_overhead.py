@@ -59,6 +59,13 @@ def own_work_s(trial: Path) -> float | None:
     return max(m["time"] for m in metrics) - steps[0]["time"]
 
 
+def setup_s(trial: Path) -> float | None:
+    """The trial process's start -> its first optimizer step: Python, torch and
+    transformers imports, model and data load (part of the overhead)."""
+    steps, status = runs.read_steps(trial), runs.read_status(trial) or {}
+    return steps[0]["time"] - status["started"] if steps and status.get("started") else None
+
+
 def run_setup(flags: list[str], url: str, study: str, out: Path, workers: int) -> dict:
     cmd = [sys.executable, "-m", "reviewbert", "search", *flags, *GRID, "--seed", "0",
            "--storage", url, "--study-name", study]
@@ -77,8 +84,10 @@ def run_setup(flags: list[str], url: str, study: str, out: Path, workers: int) -
     work = [own_work_s(t) for t in trials]
     if len(trials) != 4 or None in work:
         raise RuntimeError(f"expected 4 finished trials, got {len(trials)}: {work}")
-    total = sum(work)
+    total, setup = sum(work), sum(filter(None, map(setup_s, trials)))
     return {"workers": workers, "wall_s": round(max(walls), 2),
+            "trial_process_setup_s": round(setup, 2),
+            "search_loop_s": round(sum(walls) - total - setup, 2),
             "worker_wall_s": [round(w, 2) for w in walls], "trials": len(trials),
             "trial_work_s": [round(w, 2) for w in work], "sum_trial_work_s": round(total, 2),
             "overhead_s": round(sum(walls) - total, 2),
@@ -139,6 +148,9 @@ def summary(args, results: list[dict], skipped: list[str]) -> dict:
             "met": bool(checks) and all(checks.values()) if checks else None,
             "note": ("overhead = (sum of worker wall times - sum of trials' own work) / sum of "
                      "trials' own work; own work = first optimizer step to last metrics row. "
+                     "It splits into trial_process_setup_s (each trial's process start to its "
+                     "first step: imports, model and data load) and search_loop_s (the rest: "
+                     "worker start, Optuna storage, polling, process spawn and exit). "
                      "Checks only count setups whose trials average >= 60 s of work (--quick's "
                      "do not: their overhead is mostly process start). Workers share the CPU.")}
 

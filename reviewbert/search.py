@@ -468,8 +468,9 @@ def open_study(spec: SearchSpec, search_dir):
 
 def _first_of_racing_workers(create, attempts: int = 6):
     """Workers started together on an empty database all create Optuna's tables at once;
-    on PostgreSQL all but one then fail (IntegrityError: duplicate key in pg_type). The
-    tables exist by then: try again after a short random pause."""
+    all but one then fail (PostgreSQL: IntegrityError, duplicate key in pg_type; SQLite:
+    "table studies already exists"). The tables exist by then: try again after a short
+    random pause."""
     import random
     import time
 
@@ -477,8 +478,11 @@ def _first_of_racing_workers(create, attempts: int = 6):
     for attempt in range(attempts):
         try:
             return create()
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError):
-            if attempt == attempts - 1:
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError,
+                sqlalchemy.exc.OperationalError) as e:
+            racing = not isinstance(e, sqlalchemy.exc.OperationalError) or any(
+                w in str(e) for w in ("already exists", "database is locked"))
+            if not racing or attempt == attempts - 1:
                 raise
             time.sleep(0.2 + random.random() * 0.8)
 
