@@ -25,6 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -74,10 +75,17 @@ def run_setup(flags: list[str], url: str, study: str, out: Path, workers: int) -
     procs = [subprocess.Popen(cmd + ["--out", str(out / f"w{i}")], cwd=ROOT, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
              for i in range(workers)]
-    walls = []
-    for p in procs:
-        err = p.communicate()[1]
-        walls.append(time.perf_counter() - start)
+    walls, errs = [0.0] * workers, [""] * workers
+
+    def finish(i):  # each worker's own end, not when the loop gets to it
+        errs[i] = procs[i].communicate()[1]
+        walls[i] = time.perf_counter() - start
+    threads = [threading.Thread(target=finish, args=(i,)) for i in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for p, err in zip(procs, errs):
         if p.returncode != 0:
             raise RuntimeError(f"a worker failed ({p.returncode}): {err[-1500:]}")
     trials = sorted(out.glob("w*/trial-*"))

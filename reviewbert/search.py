@@ -554,6 +554,13 @@ class TrainingTrial:
             self.seen = max(r["epoch"] for r in rows)
         return rows, alive
 
+    def wait(self, timeout: float) -> None:
+        """Until the process ends, or ``timeout`` seconds."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGINT (it saves last/ and exits); SIGKILL if it has not exited after grace_s."""
         if self.proc.poll() is not None:
@@ -733,11 +740,19 @@ class SearchWorker:
                             "message": f"pruned after epoch {row['epoch']}"}
             if not alive:
                 break
-            if self.stop.wait(self.poll_s):
+            if self._pause(runner):
                 runner.stop()
                 return {"state": "stopped", "intermediate": reported,
                         "message": "search stopped (SIGINT/SIGTERM)"}
         return {**self.judge(runner.result()), "intermediate": reported}
+
+    def _pause(self, runner) -> bool:
+        """Wait up to poll_s, less if the trial's process ends (a runner with ``wait``);
+        True if the search was asked to stop."""
+        if hasattr(runner, "wait"):
+            runner.wait(self.poll_s)
+            return self.stop.is_set()
+        return self.stop.wait(self.poll_s)
 
     def judge(self, res: dict) -> dict:
         """A finished trial process -> complete (with its best/ epoch's values) or failed."""

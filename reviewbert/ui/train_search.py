@@ -50,7 +50,11 @@ def spec_from_form(values: dict, rows: list[dict], sampler: str, trials: int | N
 
 
 def search_section(root: Path) -> None:
+    """The searches' dashboard first (when there is one), then the form for a new one."""
     _apply_preset()
+    if searches_view(root):
+        st.divider()
+        st.header("New search")
     paths, extra = train.data_section()
     st.subheader("2 · Fixed for every trial")
     st.caption("Epochs is the cap per trial; with pruning, trials behind the median stop early.")
@@ -81,7 +85,6 @@ def search_section(root: Path) -> None:
             st.session_state[state.TRAIN_FLASH] = ("success", f"Search **{folder.name}** queued.")
             st.session_state[state.SEARCH_SHOWN] = str(folder)
             st.rerun()
-    searches_view(root)
 
 
 def _how_to_search(values: dict, rows: list[dict], errors: dict):
@@ -144,11 +147,12 @@ def _apply_preset() -> None:
 
 
 # ------------------------------------------------------------------- the searches
-def searches_view(root: Path) -> None:
+def searches_view(root: Path) -> bool:
+    """The chosen search's dashboard (refreshed while it runs); False if there is none."""
     folders = sorted((d for d in Path(root).iterdir() if search.is_search_dir(d)),
                      key=lambda d: d.stat().st_mtime, reverse=True) if Path(root).is_dir() else []
     if not folders:
-        return
+        return False
     st.subheader("Searches")
     groups = {str(g[0]): g for g in search.study_groups(folders)}
     if st.session_state.get(state.SEARCH_SHOWN) not in groups:
@@ -158,6 +162,7 @@ def searches_view(root: Path) -> None:
     group = groups[st.session_state[state.SEARCH_SHOWN]]
     active = search.group_status(group).get("state") in train.ACTIVE
     st.fragment(run_every=train.REFRESH_SECONDS if active else None)(dashboard)(group)
+    return True
 
 
 def _label(group: list[Path]) -> str:
