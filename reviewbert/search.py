@@ -977,8 +977,11 @@ def _remote_rows(record: dict, search_dir: Path) -> list[dict]:
     import optuna
     from optuna.trial import TrialState
     url = storage_url(SearchSpec.from_dict(record), search_dir)
-    with _storage_errors(url):
-        st = optuna.load_study(study_name=record["study"], storage=_storage(url))
+    try:
+        with _storage_errors(url):
+            st = optuna.load_study(study_name=record["study"], storage=_storage(url))
+    except KeyError:  # search.json is written a moment before the study is created
+        return []
     names = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned",
              TrialState.FAIL: "failed", TrialState.RUNNING: "running"}
     return [{"number": t.number, "params": t.params or t.system_attrs.get("fixed_params", {}),

@@ -373,3 +373,13 @@ def test_importances_of_trials_that_all_scored_the_same_say_so(tmp_path, toy):
     figs = search_figures.dashboard(study, imp)
     assert set(figs) == set(search_figures.FIGURES)
     assert "same value" in figs["importances"].layout.annotations[0].text
+
+
+def test_a_search_whose_study_is_not_created_yet_reads_from_its_files(tmp_path, toy):
+    spec = search.SearchSpec(base={"data": [str(toy)]}, grid={"seed": [0, 1]})
+    spec.check()
+    out = tmp_path / "early"
+    out.mkdir()
+    search._claim_folder(spec, out)               # search.json: the first worker's first step
+    info = search.read_search(out, study=True)    # the page asks before the study exists
+    assert info["trials"] == [] and info["spec"]["size"] == 2
