@@ -73,9 +73,9 @@ def test_the_dashboard_draws_offline_and_a_clicked_trial_is_selected(server):
             page.set_viewport_size({"width": 1400, "height": 1000})
             page.wait_for_timeout(800)
 
-            last = int(page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')]"
-                                     ".find(p => p.layout.title.text === 'Optimisation history')"
-                                     "._fullData[0].x.length") - 1)
+            last = int(page.evaluate("() => Math.max(...[...document.querySelectorAll("
+                                     "'.js-plotly-plot')].find(p => p.layout.title.text === "
+                                     "'Optimisation history')._fullData[0].x)"))  # a finished one
             point = history_point(page, last)
             page.mouse.click(point["x"], point["y"])
             page.get_by_text("Selected trials, overlaid").wait_for(timeout=60_000)
