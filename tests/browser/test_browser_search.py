@@ -51,6 +51,20 @@ def history_point(page, number: int) -> dict:
     }""", number)
 
 
+def settled(page, tries: int = 40) -> None:
+    """Wait until the figures stop resizing after a viewport change (plotly relayouts
+    them); a click during a relayout can land on a moving point."""
+    js = ("() => [...document.querySelectorAll('.js-plotly-plot')].map(p => "
+          "JSON.stringify(p.getBoundingClientRect())).join()")
+    last = None
+    for _ in range(tries):
+        page.wait_for_timeout(300)
+        now = page.evaluate(js)
+        if now == last:
+            return
+        last = now
+
+
 def test_the_dashboard_draws_offline_and_a_clicked_trial_is_selected(server):
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
@@ -71,7 +85,7 @@ def test_the_dashboard_draws_offline_and_a_clicked_trial_is_selected(server):
             page.wait_for_timeout(1500)
             page.screenshot(path=str(ART / "search_dashboard.png"), full_page=True)
             page.set_viewport_size({"width": 1400, "height": 1000})
-            page.wait_for_timeout(800)
+            settled(page)
 
             last = int(page.evaluate("() => Math.max(...[...document.querySelectorAll("
                                      "'.js-plotly-plot')].find(p => p.layout.title.text === "
