@@ -90,6 +90,13 @@ def test_few_trials_get_a_note_and_a_clicked_trial_is_selected_and_overlaid(env)
     at = search_view()
     assert "only 4 finished trials for 2 parameter(s)" in text_of(at)
     assert "⚠ too few trials to trust" in json.dumps(charts(at)["importances"], ensure_ascii=False)
+    # export: the chosen figure as PNG (kaleido in Debian's Chromium) and as offline HTML
+    at.selectbox(key=S.SEARCH_EXPORT).set_value("contour").run()
+    at.button(key="search_make_png").click().run()
+    assert not at.exception, at.exception
+    png = at.session_state[S.SEARCH_PNG]
+    assert ":contour:" in png[0] and png[1][:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(png[1]) > 10_000
     # a click on trial 2's point in the history (what the browser sends back)
     key = next(el.key for el in at.get("plotly_chart") if el.key.endswith("_history"))
     at.session_state[key] = {"selection": {"points": [{"x": 2, "y": 0.4, "curve_number": 0,
