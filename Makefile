@@ -60,6 +60,16 @@ hostile: setup browser
 faults: setup
 	$(PY) -m pytest -m faults $(PYTEST_ARGS)
 
+# Search workers on a real PostgreSQL server (tests marked `distributed`; `make test` skips
+# them): Debian's postgresql is installed if missing (root or sudo, as for chromium), each
+# test starts a throwaway server (initdb in a temporary folder, 127.0.0.1 only) and removes it.
+.PHONY: postgres distributed
+postgres:
+	@bash scripts/ensure-postgresql.sh
+
+distributed: setup postgres
+	$(PY) -m pytest -m distributed -n 0 $(PYTEST_ARGS)
+
 bench: setup
 	$(PY) bench/ingest.py
 	$(PY) bench/train_throughput.py

@@ -65,6 +65,20 @@ def run_row(run: dict) -> dict:
     return row
 
 
+def trial_runs(search_dirs: list) -> list[dict]:
+    """The trial run folders of search folders (workers of one study), as
+    ``runs.list_runs`` items, named SEARCH/trial-NNNN."""
+    from .checkpoint import read_meta
+    items = []
+    for d in map(Path, search_dirs):
+        for t in sorted(d.glob("trial-*")):
+            if (t / runs.STATUS_FILE).exists():
+                items.append({"name": f"{d.name}/{t.name}", "path": t, "kind": "trial",
+                              "status": runs.read_status(t) or {},
+                              "meta": read_meta(t, strict=False)})
+    return items
+
+
 def runs_table(run_list: list[dict]) -> pd.DataFrame:
     """The seed's Table 1 (test | validation at the best epoch) plus state and provenance."""
     return pd.DataFrame([run_row(r) for r in run_list])
@@ -92,3 +106,38 @@ def smoothed_steps(steps: list[dict], window: int = 20) -> pd.DataFrame:
     df = df.sort_values("step")
     df["smoothed"] = df["loss"].rolling(window, min_periods=1).mean()
     return df
+
+
+SEED_COLUMNS = ("labels", "LR classifier", "LR BERT", "LR decay", "weight decay")
+OBJECTIVE_COLUMNS = {"accuracy": "% correct val", "relaxed_accuracy": "Relaxed % correct val",
+                     "auc": "AUC-ROC val", "loss": "Cross-entropy val"}
+
+
+def seed_table(df: pd.DataFrame, objective: str = "accuracy") -> pd.DataFrame:
+    """The runs table laid out as the seed report's Table 1: its hyperparameter columns,
+    then one "test | validation" column per metric, 5 labels before 3, and "★" on the
+    best row of each label count by the validation ``objective`` (accuracies of 5 and
+    3 labels do not compare). A run without a best epoch (pruned, failed, running)
+    keeps its row with "–", as the seed listed its unstable settings."""
+    if df.empty:
+        return pd.DataFrame(columns=["best", *SEED_COLUMNS])
+    out = df[[*SEED_COLUMNS, "state", "trial", "run", "path"]].copy()
+    for metric, title in METRICS:
+        digits = 1 if metric in PERCENT else 3
+        out[f"{title} (test | val)"] = [_pair(t, v, digits) for t, v in
+                                        zip(df[f"{title} test"], df[f"{title} val"])]
+    key = df[OBJECTIVE_COLUMNS[objective]]
+    out["best"] = ""
+    for _, group in key.groupby(df["labels"]):
+        valid = group.dropna()
+        if len(valid):
+            out.loc[valid.idxmin() if objective == "loss" else valid.idxmax(), "best"] = "★"
+    out = out.sort_values(["labels", "LR classifier", "LR BERT", "LR decay"],
+                          ascending=[False, True, True, True], kind="stable")
+    return out[["best", *[c for c in out.columns if c != "best"]]].reset_index(drop=True)
+
+
+def _pair(test, val, digits: int) -> str:
+    def fmt(v):
+        return "–" if v is None or pd.isna(v) else f"{v:.{digits}f}"
+    return f"{fmt(test)} | {fmt(val)}"

@@ -103,6 +103,7 @@ TRIAL_FILE = "trial.json"
 STATES = ("queued", "running", "finished", "stopped", "failed", "cancelled")
 ACTIVE = ("queued", "running")
 QUEUE_DIR_ENV = "REVIEWBERT_QUEUE_DIR"
+STOP_WITH_ENV = "REVIEWBERT_STOP_WITH"  # "PID:STARTED": a launched run stops when it dies
 
 
 class RunBusyError(RuntimeError):
@@ -662,7 +663,8 @@ def _in_main_thread() -> bool:
 
 # ------------------------------------------------------------ background launch
 def launch(subcommand: str, args: list[str], run_dir, *, queue: bool = False,
-           log_name: str = LOG_FILE, python: str | None = None) -> subprocess.Popen:
+           log_name: str = LOG_FILE, python: str | None = None,
+           env: dict | None = None) -> subprocess.Popen:
     """Start ``python -m reviewbert SUBCOMMAND ARGS --out RUN_DIR [--queue]`` in the background.
 
     Output goes to ``RUN_DIR/LOG_NAME`` (never a pipe to the caller), stdin is
@@ -672,7 +674,7 @@ def launch(subcommand: str, args: list[str], run_dir, *, queue: bool = False,
     cancel a queued one with :func:`cancel_run`. status.json says ``queued`` or
     ``running`` from the moment this returns (the child then keeps it up to date).
     With ``queue``, the queue ticket is written here, so runs start in the order
-    they were launched.
+    they were launched. ``env`` adds variables to the child's environment.
     Raises RunBusyError if ``run_dir`` is queued or running already, and
     FileExistsError if it holds a run and ``args`` do not say ``--resume`` (the
     child would refuse, and its finished run's status must stay as it is).
@@ -691,7 +693,7 @@ def launch(subcommand: str, args: list[str], run_dir, *, queue: bool = False,
         args.append("--queue")
     device = queue_device() if queue else None
     cmd = [python or sys.executable, "-m", "reviewbert", subcommand, *args]
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHED_ENV: "1"})
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHED_ENV: "1"}, **(env or {}))
     # -m reviewbert must resolve to this checkout even if the page runs elsewhere
     pkg_root = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
@@ -719,10 +721,10 @@ def launch(subcommand: str, args: list[str], run_dir, *, queue: bool = False,
 
 
 def launch_training(args: list[str], run_dir, python: str | None = None, *,
-                    queue: bool = False) -> subprocess.Popen:
+                    queue: bool = False, env: dict | None = None) -> subprocess.Popen:
     """``launch("train", ARGS, RUN_DIR)``; progress is in status.json, metrics.jsonl and
     steps.jsonl."""
-    return launch("train", args, run_dir, queue=queue, python=python)
+    return launch("train", args, run_dir, queue=queue, python=python, env=env)
 
 
 def resume_run(run_dir, queue: bool = True, python: str | None = None) -> subprocess.Popen:

@@ -30,9 +30,12 @@ A search = one folder (``--out``)::
       status.json       the search's own status (runs.write_status, atomic):
                         {"state" (queued|running|finished|stopped|failed|cancelled, as
                          for a run; read_status says "killed" if its pid is gone),
-                         "size", "complete", "pruned", "failed", "running", "left" (not
-                         started yet), "best_trial", "best_value", "objective" (counts
-                         and best over the whole study, every worker's trials),
+                         "size", "complete", "pruned", "failed", "running", "waiting"
+                         (re-runs queued), "retried" (trials whose worker died, re-run),
+                         "left" (points not started yet + re-runs waiting), "best_trial",
+                         "best_value", "objective" (counts and best over the whole
+                         study, every worker's trials; a point counts once, as its last
+                         re-run: see study_counts),
                          "current_trial" (of the worker that wrote it), "message",
                          "pid", "started", "updated" (a running worker's, while any runs),
                          "workers" {pid: {"state", "started"}} (every worker that ran
@@ -42,6 +45,7 @@ A search = one folder (``--out``)::
       trial-0000/       a normal run folder (see runs.py), named by the Optuna trial
       trial-0001/ ...   number, so workers sharing a study never collide, plus:
         trial.json      {"search" (name), "number", "params" {field: value},
+                         "retry_of" (the dead trial this one re-runs, or null),
                          "state" (running|complete|pruned|failed|stopped; read_search
                          says "killed" if it still says running but its worker is gone),
                          "value" (objective on validation, best/ epoch; pruned: last
@@ -51,10 +55,23 @@ A search = one folder (``--out``)::
                          "message", "host", "worker_pid", "worker_started" (its
                          start time, unix s), "started", "finished" (ISO times)}
 
-In the study each trial also has user attrs "run_dir" and "host" (and "message",
-"log_tail" when it failed), so a study in a shared database says where each
-trial's files are. Trial states map to Optuna's: complete -> COMPLETE, pruned ->
+In the study each trial also has user attrs "run_dir", "host", "worker_pid" and
+"worker_started" (and "message", "log_tail" when it failed; "retry_of" N for a
+re-run of trial N), so a study in a shared database says where each trial's files
+are and whose it is. Trial states map to Optuna's: complete -> COMPLETE, pruned ->
 PRUNED, failed and stopped -> FAIL (a failed grid point is not run again).
+
+A worker that dies mid-trial (SIGKILL, power cut, lost machine) leaves its trial
+RUNNING. The next worker to look for a trial ends it FAIL (message "its search
+worker died") and puts a re-run of the same parameters in the study's queue
+(Optuna's ``enqueue_trial``: state WAITING, user attr "retry_of"), which the next
+free worker takes; a point is re-run at most MAX_RETRIES times. A worker on the same
+host sees the death at once (its pid is gone; it also stops the orphaned training);
+one on another host when the dead worker's heartbeat (RDBStorage's heartbeat table,
+written every HEARTBEAT_S while a trial runs) is older than GRACE_S. The dead trial's
+own process, if it still runs, stops itself after its current step
+($REVIEWBERT_STOP_WITH, training/signals.py). Counts and "left" follow each grid
+point to its last re-run, so a point is counted once, however often it ran.
 
 Workers: the same command on several processes or machines with one ``--storage``
 (or the default study.db, for processes on one machine) shares the study; each
@@ -74,18 +91,19 @@ import socket
 import subprocess
 import sys
 import threading
+import warnings
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import config, runs
+from . import config, runs, seed_grid
 from .checkpoint import read_meta
 from .config import TrainConfig
 from .errors import ConfigError
 from .fsio import atomic_write_json, read_json
-from .runs import SEARCH_FILE, TRIAL_FILE
+from .runs import SEARCH_FILE, STOP_WITH_ENV, TRIAL_FILE
 
 STUDY_DB = "study.db"
 LOCK_FILE = ".search.lock"
@@ -95,6 +113,11 @@ SAMPLERS = ("grid", "tpe")
 TRIAL_STATES = ("running", "complete", "pruned", "failed", "stopped")
 PRUNE_STARTUP = 3
 STOP_GRACE_S = 120.0  # a trial asked to stop finishes its step and saves last/ first
+# a running trial's worker writes a heartbeat every HEARTBEAT_S; one silent for GRACE_S is
+# dead to workers on other hosts (same host: its pid tells at once). Env: tests shorten them.
+HEARTBEAT_S = int(os.environ.get("REVIEWBERT_SEARCH_HEARTBEAT_S", "20"))
+GRACE_S = int(os.environ.get("REVIEWBERT_SEARCH_GRACE_S", "180"))
+MAX_RETRIES = 2  # re-runs of a grid point whose worker died, before it stays failed
 
 
 # ===================================================================== parsing
@@ -182,6 +205,9 @@ class SearchSpec:
                 if name in grid or name in ranges:
                     raise ConfigError(f"{flag} {item}: {name} is already searched")
                 into[name] = value
+        if getattr(args, "preset", None) == seed_grid.NAME:
+            base, preset_grid = seed_grid.apply(base, grid)
+            grid = {k: v for k, v in preset_grid.items() if k not in ranges}
         spec = cls(base=base, grid=grid, ranges=ranges, sampler=args.sampler,
                    trials=args.trials, objective=args.objective, prune=args.prune,
                    prune_startup=args.prune_startup, storage=args.storage,
@@ -292,6 +318,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid", action="append", metavar="NAME=V1,V2",
                    help="values of a TrainConfig field to try (repeat for more fields); the "
                         "grid sampler runs every combination, TPE picks among them")
+    p.add_argument("--preset", choices=(seed_grid.NAME,), default=None,
+                   help="seed: the seed report's Table 1 grid (labels 5,3 x LR classifier "
+                        "1e-3,1e-2,1e-1 x LR BERT 1e-5,1e-4,1e-3 x LR decay 0.5; weight decay "
+                        "0.01, LR step 5 epochs or half a shorter --epochs); flags and "
+                        "--grid/--range given override it")
     p.add_argument("--range", action="append", metavar="NAME=LOW:HIGH[:log]",
                    help="a numeric field's range, for --sampler tpe (int fields stay int)")
     p.add_argument("--sampler", choices=SAMPLERS, default="grid",
@@ -384,13 +415,29 @@ def _write_trial(run_dir: Path, record: dict) -> None:
 
 # ======================================================================= study
 def _grid_sampler(search_space: dict, seed: int):
-    """Optuna's GridSampler, minus its ``study.stop()`` after the last point: that only
-    works inside ``study.optimize``, and our ask/tell loop stops on ``size`` itself."""
+    """Optuna's GridSampler, minus its ``study.stop()`` after the last point (that only
+    works inside ``study.optimize``; our ask/tell loop stops on ``size`` itself), and
+    with a new trial's point chosen by its rank among the study's new trials (re-runs
+    of dead trials, enqueued with fixed params, do not count). Optuna's own rule, the
+    trial number, would skip the points whose numbers re-runs took and then pick them
+    at random, which two workers asking at once can both do: one point twice, one
+    never. Ranks are unique because trial numbers are."""
     from optuna.samplers import GridSampler
 
     class AskTellGridSampler(GridSampler):
         def after_trial(self, study, trial, state, values):
             pass
+
+        def before_trial(self, study, trial):
+            if "grid_id" in trial.system_attrs or "fixed_params" in trial.system_attrs:
+                return
+            rank = sum(1 for t in study._storage.get_all_trials(study._study_id, deepcopy=False)
+                       if t.number < trial.number and "fixed_params" not in t.system_attrs)
+            study._storage.set_trial_system_attr(trial._trial_id, "search_space",
+                                                 self._search_space)
+            # a rank past the grid is a surplus claim, closed unrun by the worker
+            study._storage.set_trial_system_attr(trial._trial_id, "grid_id",
+                                                 rank % len(self._all_grids))
 
     return AskTellGridSampler(search_space, seed=seed)
 
@@ -415,16 +462,61 @@ def open_study(spec: SearchSpec, search_dir):
                                           n_warmup_steps=0, interval_steps=1)
               if spec.prune else optuna.pruners.NopPruner())
     with _storage_errors(url):
-        return optuna.create_study(storage=_storage(url), study_name=study_name(spec, search_dir),
-                                   sampler=sampler, pruner=pruner, direction=spec.direction,
-                                   load_if_exists=True)
+        return _first_of_racing_workers(lambda: optuna.create_study(
+            storage=_storage(url, heartbeat=True), study_name=study_name(spec, search_dir),
+            sampler=sampler, pruner=pruner, direction=spec.direction, load_if_exists=True))
 
 
-def _storage(url: str):
+def _first_of_racing_workers(create, attempts: int = 6):
+    """Workers started together on an empty database all create Optuna's tables at once;
+    all but one then fail (PostgreSQL: IntegrityError, duplicate key in pg_type; SQLite:
+    "table studies already exists"). The tables exist by then: try again after a short
+    random pause."""
+    import random
+    import time
+
+    import sqlalchemy.exc
+    for attempt in range(attempts):
+        try:
+            return create()
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.ProgrammingError,
+                sqlalchemy.exc.OperationalError) as e:
+            racing = not isinstance(e, sqlalchemy.exc.OperationalError) or any(
+                w in str(e) for w in ("already exists", "database is locked"))
+            if not racing or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 + random.random() * 0.8)
+
+
+def _storage(url: str, heartbeat: bool = False):
+    """Optuna's RDBStorage for ``url``. ``heartbeat``: a worker's, with heartbeats on and
+    :func:`retry_dead_trial` called for each trial whose heartbeat went stale."""
     import optuna
     # SQLite: wait for another worker's write instead of failing at once
     engine = {"connect_args": {"timeout": 60}} if url.startswith("sqlite") else {}
-    return optuna.storages.RDBStorage(url, engine_kwargs=engine)
+    if not heartbeat:
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine)
+    with warnings.catch_warnings():  # heartbeats are "experimental" since Optuna 2.9
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.storages.RDBStorage(
+            url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S,
+            heartbeat_stale_trial_callback=retry_dead_trial)
+
+
+def retry_dead_trial(study, trial) -> int | None:
+    """Queue a re-run of ``trial`` (a FrozenTrial just failed because its worker died):
+    the same params, WAITING, user attr "retry_of"; its number, or None once the point
+    was re-run MAX_RETRIES times. (Not Optuna's RetryHeartbeatStaleTrialCallback: that
+    copies the dead trial's user attrs, its host, pid and folder, into the re-run.)"""
+    from optuna.trial import TrialState
+    retries = int(trial.user_attrs.get("retries", 0))
+    if retries >= MAX_RETRIES:
+        return None
+    study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number,
+                                                  "retries": retries + 1})
+    waiting = study.get_trials(deepcopy=False, states=(TrialState.WAITING,))
+    return max((t.number for t in waiting if t.user_attrs.get("retry_of") == trial.number),
+               default=None)
 
 
 @contextmanager
@@ -448,7 +540,9 @@ class TrainingTrial:
 
     def __init__(self, spec: SearchSpec, params: dict, run_dir: Path):
         self.run_dir = Path(run_dir).resolve()  # the child runs from the repository root
-        self.proc = runs.launch_training(spec.trial_args(params), self.run_dir)
+        # the trial stops (saving last/) if this worker dies: see training/signals.py
+        watch = {STOP_WITH_ENV: f"{os.getpid()}:{runs.process_started() or ''}"}
+        self.proc = runs.launch_training(spec.trial_args(params), self.run_dir, env=watch)
         self.seen = 0  # validation epochs already handed to the driver
 
     def poll(self) -> tuple[list[dict], bool]:
@@ -460,6 +554,13 @@ class TrainingTrial:
         if rows:
             self.seen = max(r["epoch"] for r in rows)
         return rows, alive
+
+    def wait(self, timeout: float) -> None:
+        """Until the process ends, or ``timeout`` seconds."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
 
     def stop(self, grace_s: float = STOP_GRACE_S) -> None:
         """SIGINT (it saves last/ and exits); SIGKILL if it has not exited after grace_s."""
@@ -552,14 +653,25 @@ class SearchWorker:
         return state
 
     def next_trial(self):
-        """Ask the study for a trial, or None when ``size`` trials exist already."""
+        """Ask the study for a trial: a queued re-run first, then a new point; None when
+        ``size`` points have been started and no re-run waits."""
         from optuna.trial import TrialState
         with _folder_lock(self.dir):
-            if len(self.study.get_trials(deepcopy=False)) >= self.spec.size:
+            self._fail_dead_trials()
+            trials = self.study.get_trials(deepcopy=False)
+            waiting = any(t.state == TrialState.WAITING for t in trials)
+            if sum(map(_fresh, trials)) >= self.spec.size and not waiting:
                 return None
-            trial = self.study.ask(self.distributions)
-        if trial.number >= self.spec.size:
-            # a worker elsewhere took the last trial between our count and our ask
+            with warnings.catch_warnings():  # "Heartbeat ... supposed to be used with
+                warnings.simplefilter("ignore", UserWarning)  # optimize": we record it
+                trial = self.study.ask(self.distributions)
+        trial.storage.record_heartbeat(trial._trial_id)
+        if "retry_of" in trial.user_attrs:
+            return trial
+        before = [t for t in self.study.get_trials(deepcopy=False)
+                  if t.number < trial.number and _fresh(t)]
+        if len(before) >= self.spec.size:
+            # a worker elsewhere took the last point between our count and our ask
             trial.set_user_attr("surplus", True)
             self.study.tell(trial, state=TrialState.FAIL)
             return None
@@ -569,9 +681,11 @@ class SearchWorker:
         params, number = dict(trial.params), trial.number
         run_dir = trial_dir(self.dir, number)
         run_dir.mkdir(parents=True, exist_ok=True)
-        trial.set_user_attr("run_dir", str(run_dir.resolve()))
-        trial.set_user_attr("host", self.host)
+        for key, value in (("run_dir", str(run_dir.resolve())), ("host", self.host),
+                           ("worker_pid", self.pid), ("worker_started", self.started)):
+            trial.set_user_attr(key, value)
         record = {"search": self.record["name"], "number": number, "params": params,
+                  "retry_of": trial.user_attrs.get("retry_of"),
                   "state": "running", "value": None, "objective": self.spec.objective,
                   "direction": self.spec.direction, "test": None, "best_epoch": None,
                   "intermediate": {}, "message": "", "host": self.host,
@@ -595,7 +709,10 @@ class SearchWorker:
             outcome = {"state": "stopped", "message": "interrupted"}
         record.update(outcome, finished=_now_iso())
         record.pop("log_tail", None)
-        self.tell(trial, outcome)
+        if not self.tell(trial, outcome):
+            record.update(state="failed", message=(
+                "another worker took this worker for dead (no heartbeat for "
+                f"{GRACE_S} s) and re-ran the trial; this result is not in the study"))
         _write_trial(run_dir, record)
         value = "" if record["value"] is None else f" {self.spec.objective} {record['value']:.4g}"
         self.log(f"trial {number} {record['state']}{value}"
@@ -607,7 +724,9 @@ class SearchWorker:
         returns the outcome fields of trial.json (state, value, test, ...)."""
         objective, last_epoch = self.spec.objective, self.spec.trial_epochs(trial.params)
         reported: dict[str, float] = {}
+        beat = _Heartbeat(self.study, trial)
         while True:
+            beat()
             rows, alive = runner.poll()
             for row in sorted(rows, key=lambda r: r["epoch"]):
                 value = row.get(objective)
@@ -622,11 +741,19 @@ class SearchWorker:
                             "message": f"pruned after epoch {row['epoch']}"}
             if not alive:
                 break
-            if self.stop.wait(self.poll_s):
+            if self._pause(runner):
                 runner.stop()
                 return {"state": "stopped", "intermediate": reported,
                         "message": "search stopped (SIGINT/SIGTERM)"}
         return {**self.judge(runner.result()), "intermediate": reported}
+
+    def _pause(self, runner) -> bool:
+        """Wait up to poll_s, less if the trial's process ends (a runner with ``wait``);
+        True if the search was asked to stop."""
+        if hasattr(runner, "wait"):
+            runner.wait(self.poll_s)
+            return self.stop.is_set()
+        return self.stop.wait(self.poll_s)
 
     def judge(self, res: dict) -> dict:
         """A finished trial process -> complete (with its best/ epoch's values) or failed."""
@@ -644,46 +771,62 @@ class SearchWorker:
         return {"state": "failed", "message": f"{why}: {last}" if last else why,
                 "log_tail": tail}
 
-    def tell(self, trial, outcome: dict) -> None:
+    def tell(self, trial, outcome: dict) -> bool:
+        """Give the study the outcome; False if the trial was ended already (another
+        worker took this one for dead and queued a re-run): nothing is counted twice."""
+        from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
-        if outcome["state"] == "complete":
-            self.study.tell(trial, outcome["value"])
-            return
-        if outcome.get("message"):
-            trial.set_user_attr("message", outcome["message"])
-        if outcome.get("log_tail"):
-            trial.set_user_attr("log_tail", outcome["log_tail"])
-        self.study.tell(trial, state=TrialState.PRUNED if outcome["state"] == "pruned"
-                        else TrialState.FAIL)
+        try:
+            if outcome["state"] == "complete":
+                self.study.tell(trial, outcome["value"])
+                return True
+            if outcome.get("message"):
+                trial.set_user_attr("message", outcome["message"])
+            if outcome.get("log_tail"):
+                trial.set_user_attr("log_tail", outcome["log_tail"])
+            self.study.tell(trial, state=TrialState.PRUNED if outcome["state"] == "pruned"
+                            else TrialState.FAIL)
+        except (UpdateFinishedTrialError, ValueError, RuntimeError) as e:
+            if self.study._storage.get_trial(trial._trial_id).state.is_finished():
+                self.log(f"trial {trial.number}: not counted, it was ended meanwhile ({e})")
+                return False
+            raise
+        return True
 
     def _fail_dead_trials(self) -> None:
-        """Trials still RUNNING whose worker on this host is gone (SIGKILL, reboot) -> FAIL,
-        so the count of trials left and the status do not wait for them forever."""
+        """RUNNING trials whose worker died -> FAIL, each with a re-run queued
+        (:func:`retry_dead_trial`): on this host when the worker's pid is gone, on any
+        host when its heartbeat is older than GRACE_S (Optuna's ``fail_stale_trials``)."""
+        import optuna
+        from optuna.exceptions import UpdateFinishedTrialError
         from optuna.trial import TrialState
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-            rec = read_json(trial_dir(self.dir, t.number) / TRIAL_FILE)
-            if rec and rec.get("host") == self.host and not _worker_alive(rec):
-                self.study.tell(t.number, state=TrialState.FAIL)
-                _write_trial(trial_dir(self.dir, t.number),
-                             {**rec, "state": "failed", "finished": _now_iso(),
-                              "message": "its search worker died"})
+            rec, folder = _trial_record(t, self.dir)
+            if rec.get("host") != self.host or _worker_alive(rec):
+                continue
+            try:  # row-locked: of two workers that see the death, one ends it
+                if not self.study._storage.set_trial_state_values(t._trial_id, TrialState.FAIL):
+                    continue
+            except UpdateFinishedTrialError:
+                continue
+            again = retry_dead_trial(self.study, t)
+            message = f"its search worker (pid {rec.get('worker_pid')}) died; " + (
+                f"re-run as trial {again}" if again is not None
+                else f"not re-run: already re-run {MAX_RETRIES} times")
+            self.log(f"trial {t.number}: {message}")
+            if folder is not None:
+                runs.stop_run(folder)  # the orphaned training, if it still runs
+                if rec.get("number") is not None:
+                    _write_trial(folder, {**rec, "state": "failed", "finished": _now_iso(),
+                                          "message": message})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            optuna.storages.fail_stale_trials(self.study)
 
     # -- status.json ----------------------------------------------------------------
     def counts(self) -> dict:
-        from optuna.trial import TrialState
-        trials = [t for t in self.study.get_trials(deepcopy=False)
-                  if not t.user_attrs.get("surplus")]
-        n = {s: sum(t.state == s for t in trials) for s in TrialState}
-        complete = [t for t in trials if t.state == TrialState.COMPLETE]
-        pick = min if self.spec.direction == "minimize" else max
-        best = pick(complete, key=lambda t: t.value) if complete else None
-        return {"size": self.spec.size, "complete": n[TrialState.COMPLETE],
-                "pruned": n[TrialState.PRUNED], "failed": n[TrialState.FAIL],
-                "running": n[TrialState.RUNNING],
-                "left": max(0, self.spec.size - len(trials)),
-                "best_trial": best.number if best else None,
-                "best_value": best.value if best else None,
-                "objective": self.spec.objective}
+        return study_counts(self.study.get_trials(deepcopy=False), self.spec.size,
+                            self.spec.direction, self.spec.objective)
 
     def write_status(self, state: str, message: str = "", current: int | None = None) -> None:
         """status.json for the whole search: counts from the study; "running" while any
@@ -709,35 +852,82 @@ def _worker_alive(rec: dict) -> bool:
     return runs.pid_alive(rec.get("worker_pid"), rec.get("worker_started"))
 
 
+def _fresh(t) -> bool:
+    """A trial of a new point: not a re-run of a dead one, not a surplus claim."""
+    return "retry_of" not in t.user_attrs and not t.user_attrs.get("surplus")
+
+
+def _trial_record(t, search_dir: Path) -> tuple[dict, Path | None]:
+    """(trial.json, its folder) of a study trial whose folder is on this host, else (the
+    study's user attrs, None). Searches before user attr "worker_pid": trial.json."""
+    folder = Path(t.user_attrs.get("run_dir") or trial_dir(search_dir, t.number))
+    rec = read_json(folder / TRIAL_FILE) if folder.is_dir() else None
+    if rec:
+        return rec, folder
+    return dict(t.user_attrs), None
+
+
+class _Heartbeat:
+    """Records the trial's heartbeat in the study at most every HEARTBEAT_S."""
+
+    def __init__(self, study, trial):
+        self.study, self.trial, self.last = study, trial, 0.0
+
+    def __call__(self) -> None:
+        import time
+        if time.monotonic() - self.last >= HEARTBEAT_S:
+            self.trial.storage.record_heartbeat(self.trial._trial_id)
+            self.last = time.monotonic()
+
+
+def study_counts(trials: list, size: int, direction: str, objective: str) -> dict:
+    """status.json's counts over a whole study: each grid point once, as its last re-run
+    ("retried": trials ended by a dead worker and run again; "waiting": re-runs queued)."""
+    from optuna.trial import TrialState
+    rerun = {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
+    final = [t for t in trials if not t.user_attrs.get("surplus") and t.number not in rerun]
+    n = {s: sum(t.state == s for t in final) for s in TrialState}
+    complete = [t for t in trials if t.state == TrialState.COMPLETE]
+    pick = min if direction == "minimize" else max
+    best = pick(complete, key=lambda t: t.value) if complete else None
+    fresh = sum(map(_fresh, trials))
+    return {"size": size, "complete": n[TrialState.COMPLETE], "pruned": n[TrialState.PRUNED],
+            "failed": n[TrialState.FAIL], "running": n[TrialState.RUNNING],
+            "waiting": n[TrialState.WAITING], "retried": len(rerun),
+            "left": max(0, size - fresh) + n[TrialState.WAITING],
+            "best_trial": best.number if best else None,
+            "best_value": best.value if best else None, "objective": objective}
+
+
 def _params_text(params: dict) -> str:
     return ", ".join(f"{k}={config.format_value(v)}" for k, v in params.items())
 
 
 # ==================================================================== reading
-def read_search(search_dir, *, study: bool = False) -> dict:
+def read_search(search_dir, *, study: bool = False, peers: list | None = None) -> dict:
     """A search for a page: {"name", "path", "spec" (search.json), "status", "trials",
     "best"} from plain files; no Optuna state needed.
 
     Each trial row: {"number", "params", "state", "value", "test", "best_epoch",
-    "message", "run" (its run folder)}, by number. ``study=True`` also opens the
-    study and adds the trials other machines ran (their "run" is on that host).
+    "message", "retry_of", "run" (its run folder), "local" (the folder is here)}, by
+    number. ``peers``: other folders of the same study (workers with their own --out,
+    or folders rsync'ed here), whose trial folders are read too. ``study=True`` also
+    opens the study and adds the trials whose folders are elsewhere (their "run" is
+    HOST:PATH) and the re-runs still waiting.
     """
     search_dir = Path(search_dir)
     spec = read_json(search_dir / SEARCH_FILE) or {}
-    host = socket.gethostname()
     rows = {}
-    for d in sorted(search_dir.glob("trial-*")):
-        rec = read_json(d / TRIAL_FILE)
-        if not rec:
-            continue
-        if rec.get("state") == "running" and rec.get("host") == host and not _worker_alive(rec):
-            rec["state"] = "killed"
-        rows[rec["number"]] = {k: rec.get(k) for k in ("number", "params", "state", "value",
-                                                        "test", "best_epoch", "message")}
-        rows[rec["number"]]["run"] = str(d)
+    for folder in [search_dir, *(peers or [])]:
+        rows.update({n: r for n, r in _local_rows(Path(folder)).items() if n not in rows})
     if study and spec:
-        rows.update({r["number"]: r for r in _remote_rows(spec, search_dir)
-                     if r["number"] not in rows})
+        for r in _remote_rows(spec, search_dir):
+            mine = rows.get(r["number"])
+            if mine is None:
+                rows[r["number"]] = r
+            elif mine["state"] in ("running", "killed") and r["state"] != "running":
+                # its worker died elsewhere and the study knows: a copied trial.json does not
+                mine.update(state=r["state"], message=r["message"] or mine["message"])
     trials = [rows[n] for n in sorted(rows)]
     done = [r for r in trials if r["state"] == "complete" and r["value"] is not None]
     pick = min if spec.get("direction") == "minimize" else max
@@ -746,17 +936,59 @@ def read_search(search_dir, *, study: bool = False) -> dict:
             "best": pick(done, key=lambda r: r["value"]) if done else None}
 
 
+def study_groups(folders) -> list[list[Path]]:
+    """Search folders grouped by the study they share, in the given order: workers with
+    their own --out on one --storage and study name are one search (the default
+    study.db belongs to its folder alone)."""
+    groups: dict[tuple, list[Path]] = {}
+    for d in map(Path, folders):
+        rec = read_json(d / SEARCH_FILE) or {}
+        key = (rec.get("storage") or str(d.resolve()), rec.get("study") or d.name)
+        groups.setdefault(key, []).append(d)
+    return list(groups.values())
+
+
+def group_status(folders) -> dict:
+    """One status for a study's folders: the counts of the latest written, "running"
+    while a worker of any folder runs (or "queued", while one waits)."""
+    statuses = [runs.read_status(d) or {} for d in folders]
+    latest = max(statuses, key=lambda st: st.get("updated") or 0)
+    states = {st.get("state") for st in statuses}
+    active = next((s for s in ("running", "queued") if s in states), None)
+    return {**latest, "state": active or latest.get("state"),
+            "workers": {pid: w for st in statuses for pid, w in (st.get("workers") or {}).items()}}
+
+
+def _local_rows(search_dir: Path) -> dict[int, dict]:
+    host, rows = socket.gethostname(), {}
+    for d in sorted(search_dir.glob("trial-*")):
+        rec = read_json(d / TRIAL_FILE)
+        if not rec:
+            continue
+        if rec.get("state") == "running" and rec.get("host") == host and not _worker_alive(rec):
+            rec["state"] = "killed"
+        rows[rec["number"]] = {k: rec.get(k) for k in ("number", "params", "state", "value",
+                                                        "test", "best_epoch", "message",
+                                                        "retry_of")}
+        rows[rec["number"]].update(run=str(d), local=True)
+    return rows
+
+
 def _remote_rows(record: dict, search_dir: Path) -> list[dict]:
     import optuna
     from optuna.trial import TrialState
     url = storage_url(SearchSpec.from_dict(record), search_dir)
-    with _storage_errors(url):
-        st = optuna.load_study(study_name=record["study"], storage=_storage(url))
+    try:
+        with _storage_errors(url):
+            st = optuna.load_study(study_name=record["study"], storage=_storage(url))
+    except KeyError:  # search.json is written a moment before the study is created
+        return []
     names = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned",
              TrialState.FAIL: "failed", TrialState.RUNNING: "running"}
-    return [{"number": t.number, "params": t.params, "state": names.get(t.state, "waiting"),
-             "value": t.value, "test": None, "best_epoch": None,
-             "message": t.user_attrs.get("message", ""),
+    return [{"number": t.number, "params": t.params or t.system_attrs.get("fixed_params", {}),
+             "state": names.get(t.state, "waiting"), "value": t.value, "test": None,
+             "best_epoch": None, "message": t.user_attrs.get("message", ""),
+             "retry_of": t.user_attrs.get("retry_of"), "local": False,
              "run": f"{t.user_attrs.get('host', '?')}:{t.user_attrs.get('run_dir', '?')}"}
             for t in st.get_trials(deepcopy=False) if not t.user_attrs.get("surplus")]
 

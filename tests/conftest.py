@@ -39,12 +39,12 @@ if _hyp_settings is not None:
     _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-LONG_SUITES = ("fuzz", "load", "hostile", "faults")   # each with its own make target
+LONG_SUITES = ("fuzz", "load", "hostile", "faults", "distributed")   # each with its own make target
 
 
 def pytest_collection_modifyitems(config, items):
     """Keep the long suites' tests out unless -m names them. pytest.ini's addopts says
-    `-m "not fuzz and not load and not hostile and not faults"`, but a -m on the command
+    `-m "not fuzz and not load and not hostile and not faults and not distributed"`, but a -m on the command
     line (README: `-m 'not browser'`) replaces that one instead of adding to it."""
     expr = config.getoption("markexpr") or ""
     out = [m for m in LONG_SUITES if m not in expr]

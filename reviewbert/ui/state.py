@@ -50,10 +50,22 @@ TRAIN_RUN_NAME = "train_run_name"          # text_input: the new run's folder na
 LIVE_RUN = "live_run"                      # selectbox: run folder (str) in the live view
 PENDING_LIVE_RUN = "pending_live_run"      # run folder to select on the next run
 LIVE_SIGNATURE = "live_signature"          # (run, state, has best/) seen by the live view
-OVERLAY_RUNS = "overlay_runs"              # runs table selection: folders whose curves overlay
+OVERLAY_RUNS = "overlay_runs"              # prefix (+ OVERLAY_EPOCH): the runs table's selection
 CONFIRM_DELETE = "confirm_delete"          # run folder (str) awaiting "really delete?"
 TRAIN_FLASH = "train_flash"                # (kind, message) shown once after an action
 SEARCH_FIELD = "search_"                   # prefix: the search form's widgets
+SEARCH_ROWS = "search_start_rows"          # list of rows the "What to search" editor starts from
+PENDING_SEARCH_PRESET = "pending_search_preset"  # {"epochs", "max_per_class", "max_length"}:
+                                           # the seed report grid to fill the form with
+SEED_BUDGET = "seed_budget_"               # prefix: the preset's budget inputs
+SEARCH_SHOWN = "search_shown"              # selectbox: search folder (str) on the dashboard
+SEARCH_FIG = "search_fig_"                 # prefix: the dashboard's charts (click selections)
+SEARCH_EXPORT = "search_export"            # selectbox: the dashboard figure to export
+SEARCH_PNG = "search_png"                  # (figure key, PNG bytes) of the rendered figure
+SEARCH_TABLE = "search_table_"             # prefix: a search's trials table (row selection)
+RUNS_LAYOUT = "runs_layout"                # radio: runs table with all columns / as Table 1
+PENDING_OVERLAY = "pending_overlay"        # run folders (str) to select in the runs table
+OVERLAY_EPOCH = "overlay_epoch"            # int: bumped to redraw the runs table's selection
 
 # --- the Inside BERT page (and the head-view window, which the Predict page has too) ---
 HV_WINDOW = "hv_window"                    # slider: first token of the Predict page's head view

@@ -201,7 +201,8 @@ def _progress(status: dict) -> None:
         st.caption(status["message"])
 
 
-def _charts(curves, key: str) -> None:
+def charts(curves, key: str) -> None:
+    """The four metric charts (the seed's figure 11) of a curves table, two per row."""
     cols = st.columns(2)
     for i, (metric, title) in enumerate(experiments.METRICS):
         if metric == "relaxed_accuracy" and len(curves) and \
@@ -268,7 +269,7 @@ def _live(root: Path) -> None:
         with st.expander("Log tail", expanded=status.get("state") == "failed"):
             st.code(runs.read_log_tail(run_dir) or "(empty log)", language=None)
     _controls(run_dir, status)
-    _charts(experiments.curves([run_dir]), "live")
+    charts(experiments.curves([run_dir]), "live")
     st.plotly_chart(figures.step_loss(experiments.smoothed_steps(runs.read_steps(run_dir))), key="live_steps",
                     config={"displayModeBar": False})
 
@@ -305,19 +306,28 @@ def runs_table(root: Path) -> None:
 
 
 def _table(root: Path) -> None:
-    rows = _runs(root)
-    df = experiments.runs_table(rows)
+    df = experiments.runs_table(_runs(root))
+    seed = st.radio("Layout", ["All columns", "As the seed report's Table 1"], horizontal=True,
+                    key=state.RUNS_LAYOUT, label_visibility="collapsed") != "All columns"
+    shown = experiments.seed_table(df) if seed else df
     st.caption("As the seed report's Table 1: metrics at the best epoch (by validation "
-               "accuracy), test and validation side by side. Click column headers to sort; "
-               "select rows to overlay their curves below.")
-    event = st.dataframe(df.drop(columns=["path"]), hide_index=True, on_select="rerun",
-                         selection_mode="multi-row", key=state.OVERLAY_RUNS,
+               "accuracy), test and validation side by side"
+               + ("; ★ the best of each label count. " if seed else ". ")
+               + "Click column headers to sort; select rows to overlay their curves below.")
+    pending = st.session_state.pop(state.PENDING_OVERLAY, None)
+    if pending is not None:  # trials clicked in the Search view: a new table, them selected
+        st.session_state[state.OVERLAY_EPOCH] = st.session_state.get(state.OVERLAY_EPOCH, 0) + 1
+    picked = [i for i, p in enumerate(shown["path"]) if p in (pending or [])]
+    event = st.dataframe(shown.drop(columns=["path"]), hide_index=True, on_select="rerun",
+                         selection_mode="multi-row",
+                         selection_default={"selection": {"rows": picked}},
+                         key=f"{state.OVERLAY_RUNS}_{st.session_state.get(state.OVERLAY_EPOCH, 0)}",
                          column_config={"LR BERT": st.column_config.NumberColumn(format="%.0e"),
                                         "LR classifier": st.column_config.NumberColumn(format="%.0e")})
-    st.download_button("Export the table as CSV", df.to_csv(index=False).encode("utf-8"),
+    st.download_button("Export the table as CSV", shown.to_csv(index=False).encode("utf-8"),
                        "reviewbert_runs.csv", "text/csv", key="runs_csv", on_click="ignore")
     rows = list(getattr(getattr(event, "selection", None), "rows", []) or [])
     if rows:
-        chosen = df.iloc[rows]
+        chosen = shown.iloc[rows]
         st.markdown("**Selected runs, overlaid** (dash = run, colour = split)")
-        _charts(experiments.curves(list(chosen["path"]), list(chosen["run"])), "overlay")
+        charts(experiments.curves(list(chosen["path"]), list(chosen["run"])), "overlay")

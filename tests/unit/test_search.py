@@ -246,3 +246,140 @@ def test_config_args_repeat_list_flags_and_round_trip_a_full_config(toy, tmp_pat
     two = to_argv({"data": [str(toy), "b.csv"], "teachers": ["runs/a", "runs/b"]})
     assert two == ["--data", str(toy), "--data", "b.csv", "--teachers", "runs/a",
                    "--teachers", "runs/b"]
+
+
+# ------------------------------------------------------------- dead workers
+class Died(BaseException):
+    """A worker's sudden death (SIGKILL) inside a trial: nothing after it runs."""
+
+
+def dead_process() -> tuple[int, float]:
+    """(pid, start time) of a process that has exited: a SIGKILLed worker's record."""
+    from reviewbert.runs import process_started
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    started = process_started(proc.pid)
+    proc.kill()
+    proc.wait()
+    return proc.pid, started
+
+
+def fake_starter(curves):
+    def start(spec, params, run_dir):
+        return FakeTrial(curves, spec, params, run_dir)
+    return start
+
+
+def dying_starter(spec, params, run_dir):
+    raise Died()
+
+
+def shared_spec(toy, tmp_path, points=3):
+    spec = search.SearchSpec(base={"data": [str(toy)], "epochs": 2},
+                             grid={"seed": list(range(points))},
+                             storage=f"sqlite:///{tmp_path / 'shared.db'}", study_name="shared")
+    spec.check()
+    return spec
+
+
+def complete_points(url):
+    trials = optuna.load_study(study_name="shared", storage=url).trials
+    return sorted(t.params["seed"] for t in trials if t.state == TrialState.COMPLETE), trials
+
+
+def test_a_killed_workers_trial_fails_and_its_point_is_rerun_once(tmp_path, toy):
+    spec = shared_spec(toy, tmp_path)
+    a = search.SearchWorker(spec, tmp_path / "a", start_trial=dying_starter, poll_s=0,
+                            log=lambda *a: None)
+    a.pid, a.started = dead_process()              # its records name a pid that is gone
+    with pytest.raises(Died):
+        a.run()
+    first = optuna.load_study(study_name="shared", storage=spec.storage).trials
+    assert [t.state for t in first] == [TrialState.RUNNING]       # left behind, mid-trial
+    lines = []
+    b = search.SearchWorker(spec, tmp_path / "b", start_trial=fake_starter(
+        {n: [0.3 + n / 10, 0.5 + n / 10] for n in range(8)}), poll_s=0, log=lines.append)
+    assert b.run() == "finished"
+    points, trials = complete_points(spec.storage)
+    assert points == [0, 1, 2]                     # every point complete, none twice
+    assert trials[0].state == TrialState.FAIL
+    rerun = [t for t in trials if t.user_attrs.get("retry_of") == 0]
+    assert len(rerun) == 1 and rerun[0].params == trials[0].params
+    assert rerun[0].state == TrialState.COMPLETE and rerun[0].user_attrs["host"] == b.host
+    rec = json.loads((tmp_path / "a" / "trial-0000" / "trial.json").read_text())
+    assert rec["state"] == "failed"
+    assert f"died; re-run as trial {rerun[0].number}" in rec["message"]
+    st = read_status(tmp_path / "b")
+    assert (st["complete"], st["failed"], st["retried"], st["left"]) == (3, 0, 1, 0)
+    info = search.read_search(tmp_path / "b", peers=[tmp_path / "a"])
+    assert [r["state"] for r in info["trials"]] == ["failed", "complete", "complete", "complete"]
+    assert info["trials"][rerun[0].number]["retry_of"] == 0
+    assert any("died; re-run as trial" in line for line in lines)
+    assert b.next_trial() is None                  # nothing left, nothing asked twice
+
+
+def test_a_silent_worker_on_another_host_is_failed_by_its_heartbeat(tmp_path, toy, monkeypatch):
+    import time
+    monkeypatch.setattr(search, "HEARTBEAT_S", 1)
+    monkeypatch.setattr(search, "GRACE_S", 1)
+    spec = shared_spec(toy, tmp_path, points=2)
+    a = search.SearchWorker(spec, tmp_path / "a", start_trial=dying_starter, poll_s=0,
+                            log=lambda *a: None)
+    a.host = "elsewhere"                           # no pid to check: only its heartbeat
+    with pytest.raises(Died):
+        a.run()
+    b = search.SearchWorker(spec, tmp_path / "b", start_trial=fake_starter(
+        {n: [0.3, 0.4 + n / 10] for n in range(8)}), poll_s=0, log=lambda *a: None)
+    b._fail_dead_trials()                          # within its grace: a's trial stays
+    assert optuna.load_study(study_name="shared", storage=spec.storage).trials[0].state \
+        == TrialState.RUNNING
+    time.sleep(2.5)
+    assert b.run() == "finished"
+    points, trials = complete_points(spec.storage)
+    assert points == [0, 1] and trials[0].state == TrialState.FAIL
+    assert [t.user_attrs.get("retry_of") for t in trials] == [None, 0, None]  # re-runs first
+    # a's folder still says running (another host's file); the study says what happened
+    row = search.read_search(tmp_path / "a", study=True)["trials"][0]
+    assert row["state"] == "failed"
+
+
+def test_a_point_whose_reruns_keep_dying_ends_failed(tmp_path, toy):
+    spec = shared_spec(toy, tmp_path, points=1)
+    for i in range(search.MAX_RETRIES + 1):
+        w = search.SearchWorker(spec, tmp_path / f"w{i}", start_trial=dying_starter,
+                                poll_s=0, log=lambda *a: None)
+        w.pid, w.started = dead_process()
+        with pytest.raises(Died):
+            w.run()
+    last = search.SearchWorker(spec, tmp_path / "last", start_trial=fake_starter({}),
+                               poll_s=0, log=lambda *a: None)
+    assert last.run() == "finished"               # nothing left to run
+    _, trials = complete_points(spec.storage)
+    assert [t.state for t in trials] == [TrialState.FAIL] * (search.MAX_RETRIES + 1)
+    st = read_status(tmp_path / "last")
+    assert (st["failed"], st["retried"], st["left"], st["complete"]) == (1, search.MAX_RETRIES, 0, 0)
+
+
+def test_importances_of_trials_that_all_scored_the_same_say_so(tmp_path, toy):
+    from reviewbert import search_figures
+    spec = search.SearchSpec(base={"data": [str(toy)], "epochs": 1},
+                             grid={"seed": [0, 1, 2], "lr_bert": [1e-5, 2e-5]})
+    spec.check()
+    flat = {n: [0.2] for n in range(6)}
+    search.SearchWorker(spec, tmp_path / "flat", start_trial=fake_starter(flat), poll_s=0,
+                        log=lambda *a: None).run()
+    study = search_figures.load_study(tmp_path / "flat")
+    imp = search_figures.importances(study)
+    assert imp.values == {} and imp.n_trials == 6 and "same value" in imp.note
+    figs = search_figures.dashboard(study, imp)
+    assert set(figs) == set(search_figures.FIGURES)
+    assert "same value" in figs["importances"].layout.annotations[0].text
+
+
+def test_a_search_whose_study_is_not_created_yet_reads_from_its_files(tmp_path, toy):
+    spec = search.SearchSpec(base={"data": [str(toy)]}, grid={"seed": [0, 1]})
+    spec.check()
+    out = tmp_path / "early"
+    out.mkdir()
+    search._claim_folder(spec, out)               # search.json: the first worker's first step
+    info = search.read_search(out, study=True)    # the page asks before the study exists
+    assert info["trials"] == [] and info["spec"]["size"] == 2
