@@ -11,6 +11,8 @@ import signal
 import sys
 import threading
 
+from ..runs import STOP_WITH_ENV, pid_alive
+
 WATCH_S = 2.0
 
 
@@ -26,7 +28,6 @@ class StopFlag:
             return self  # signal handlers only work there (e.g. called from a UI thread)
         for sig in (signal.SIGINT, signal.SIGTERM):
             self._old[sig] = signal.signal(sig, self._handle)
-        from ..runs import STOP_WITH_ENV
         self._watch(os.environ.get(STOP_WITH_ENV))
         return self
 
@@ -37,7 +38,6 @@ class StopFlag:
             return
 
         def watch():
-            from ..runs import pid_alive
             while not self.event.wait(WATCH_S):
                 if not pid_alive(int(pid), float(started) if started else None):
                     print(f"\nits search worker (pid {pid}) is gone: stopping after this step "
