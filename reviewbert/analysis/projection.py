@@ -36,7 +36,7 @@ class Projection:
     method: str
     dims: int
     params: dict = field(default_factory=dict)
-    seconds: float = 0.0                   # compute time (0 when read from the cache)
+    seconds: float = 0.0                   # compute time (when cached: of the first time)
     explained: list | None = None          # PCA: share of variance per axis
     cached: bool = False
 
@@ -90,6 +90,24 @@ def _paths(folder, vectors_name: str, method: str, dims: int, params: dict) -> t
     return Path(folder) / f"{stem}.npy", Path(folder) / f"{stem}.json"
 
 
+def _params(method: str, params: dict) -> dict:
+    return {**UMAP_DEFAULTS, **params} if method == "umap" else {"seed": params.get("seed", 0)}
+
+
+def cached(vectors, method: str, dims: int, *, folder=None, vectors_name: str = "cls",
+           **params) -> Projection | None:
+    """The cached projection, or None; never computes."""
+    if folder is None:
+        return None
+    params = _params(method, params)
+    got = cache.read_array(*_paths(folder, vectors_name, method, dims, params), FORMAT)
+    if got is None or len(got[0]) != len(vectors):
+        return None
+    meta = got[1]
+    return Projection(got[0], method, dims, params, float(meta.get("seconds") or 0.0),
+                      meta.get("explained"), True)
+
+
 def project(vectors, method: str = "pca", dims: int = 2, *, folder=None,
             vectors_name: str = "cls", use_cache: bool = True, **params) -> Projection:
     """The projection of ``vectors`` by ``method`` ("pca" or "umap") in ``dims`` (2 or 3),
@@ -98,12 +116,12 @@ def project(vectors, method: str = "pca", dims: int = 2, *, folder=None,
         raise ValueError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
     if dims not in (2, 3):
         raise ValueError("dims must be 2 or 3")
-    params = {**UMAP_DEFAULTS, **params} if method == "umap" else {"seed": params.get("seed", 0)}
+    params = _params(method, params)
     paths = _paths(folder, vectors_name, method, dims, params) if folder is not None else None
-    if use_cache and paths is not None:
-        got = cache.read_array(*paths, FORMAT)
-        if got is not None and len(got[0]) == len(vectors):
-            return Projection(got[0], method, dims, params, 0.0, got[1].get("explained"), True)
+    if use_cache:
+        got = cached(vectors, method, dims, folder=folder, vectors_name=vectors_name, **params)
+        if got is not None:
+            return got
     t0 = time.perf_counter()
     explained = None
     if method == "pca":
