@@ -58,7 +58,7 @@ UNITS = {"integrated_gradients": "mean IG attribution (log p)",
          "raw_attention": "mean share of [CLS] attention"}
 CHUNK = 32              # reviews per cache write
 MAX_GROUP = 16          # reviews of one length per Captum call
-DEFAULT_SAMPLE = 500
+DEFAULT_SAMPLE = 300
 
 
 @dataclass(frozen=True)

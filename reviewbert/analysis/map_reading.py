@@ -108,11 +108,12 @@ def reading_text(r: MapReading, names, markdown: bool = True) -> str:
                      f"({_span(own[apart])} of {'its' if len(apart) == 1 else 'their'} "
                      f"{r.k} nearest neighbours share the rating)")
     if mixed:
-        partners = sorted({int(np.argmax(np.where(np.arange(len(names)) == c, -1, r.purity[c])))
-                           for c in mixed})
+        def partner(c):
+            return int(np.argmax(np.where(np.arange(len(names)) == c, -1, r.purity[c])))
+        pairs = ", ".join(f"{_names(names, [c], markdown)} with {_names(names, [partner(c)], markdown)}"
+                          for c in mixed)
         parts.append(f"{_names(names, mixed, markdown)} overlap{'s' if len(mixed) == 1 else ''} "
-                     f"({_span(own[mixed])} share the rating), mostly with "
-                     f"{_names(names, partners, markdown)}")
+                     f"({_span(own[mixed])} share the rating; most often {pairs})")
     text = ("; ".join(parts) + ". ") if parts else ""
     text += (f"Guessing each review's rating from its {r.k} neighbours (k-NN, in the model's "
              f"vector space) is right {b}{r.knn_accuracy:.1%}{b} of the time, against "

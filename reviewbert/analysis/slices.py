@@ -279,9 +279,13 @@ def worst_reading(table: pd.DataFrame, top: int = 3) -> list[str]:
     for _, r in table.head(top).iterrows():
         sure = ("below the rest beyond resampling noise" if r["gap_high"] < 0 else
                 "within resampling noise of the rest")
-        out.append(f"{r['slice']}: {r['n']:,} reviews, accuracy {r['accuracy']:.1%} "
-                   f"[{r['low']:.1%}, {r['high']:.1%}] vs {r['rest_accuracy']:.1%} for the rest, "
-                   f"gap {r['gap']:+.1%} [{r['gap_low']:+.1%}, {r['gap_high']:+.1%}]: {sure}")
+        line = (f"{r['slice']}: {r['n']:,} reviews, accuracy {r['accuracy']:.1%} "
+                f"[{r['low']:.1%}, {r['high']:.1%}] vs {r['rest_accuracy']:.1%} for the rest, "
+                f"gap {r['gap']:+.1%} [{r['gap_low']:+.1%}, {r['gap_high']:+.1%}]: {sure}")
+        if r["attribute"] == "label issue":
+            line += (" (by construction: cleanlab flags the reviews whose given rating the "
+                     "model confidently disputes, so read it as a reading list, not a finding)")
+        out.append(line)
     return out
 
 

@@ -40,7 +40,7 @@ def add_parser(sub):
                         "or none to leave the section out")
     r.add_argument("--drivers-sample", type=int, default=None, metavar="N",
                    help="reviews explained by Integrated Gradients for the per-rating drivers "
-                        "(default 500; 0: no drivers; more than the split: all)")
+                        "(default 300; 0: no drivers; more than the split: all)")
     r.add_argument("--compare", metavar="DIR", default=None,
                    help="a second checkpoint to compare with on the same reviews")
     r.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
