@@ -60,6 +60,12 @@ hostile: setup browser
 faults: setup
 	$(PY) -m pytest -m faults $(PYTEST_ARGS)
 
+# UMAP of 10,000 reviews of a real data file, embedded by the demo checkpoint (tests marked
+# `umap`; minutes on 2 cores, so `make test` skips it). Run it alone.
+.PHONY: umap
+umap: setup
+	$(PY) -m pytest -m umap -n 0 $(PYTEST_ARGS)
+
 bench: setup
 	$(PY) bench/ingest.py
 	$(PY) bench/train_throughput.py
