@@ -144,7 +144,7 @@ def split_map_section(sm, names, fig) -> str:
     from .analysis.slices import worst_reading
     r, nb = sm.reading, sm.neighbours
     out = ["<h2>The map of the split</h2>", fig(sm.figure),
-           f"<p>{_e(r.plain)}</p>",
+           f"<p>{_e(sm.axis)} {_e(r.plain)}</p>",
            f'<p class="note">Vectors: {_e(sm.vectors_label)}; neighbours: the {nb.k} nearest '
            "by cosine similarity. Neighbour agreement (share of a review's neighbours whose "
            f"true rating is its predicted one): <b>{nb.mean_agreement:.1%}</b>; k-NN accuracy "

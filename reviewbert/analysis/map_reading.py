@@ -129,3 +129,19 @@ def reading_text(r: MapReading, names, markdown: bool = True) -> str:
         text += (f" {r.errors_in_predicted_region:.0%} of the mistakes sit among reviews of the "
                  "rating the model (wrongly) predicted: they read like that rating to the model.")
     return text
+
+
+def axis_reading(coords, y, names, markdown: bool = True) -> str:
+    """How well the first projected axis orders the reviews by rating (Spearman's ρ with
+    the true class, sign-free): PCA's first axis is a straight line through the vectors,
+    so a high ρ says the model's space lays the ratings out in order."""
+    from scipy.stats import spearmanr
+    x = np.asarray(coords)[:, 0]
+    y = np.asarray(y)
+    if len(np.unique(y)) < 2 or np.ptp(x) == 0:
+        return ""
+    rho = abs(float(spearmanr(x, y).statistic))
+    how = "orders" if rho >= 0.6 else "loosely orders" if rho >= 0.3 else "does not order"
+    lo, hi = (md_escape(str(names[0])), md_escape(str(names[-1]))) if markdown else (names[0], names[-1])
+    return (f"The first axis {how} the reviews by rating, from {lo} to {hi} "
+            f"(Spearman ρ = {rho:.2f} with the true rating).")

@@ -26,6 +26,7 @@ class MapSummary:
     tops: dict = field(default_factory=dict)   # method -> {class: DataFrame(word, score, reviews)}
     figure: object | None = None            # the projector figure
     pred: np.ndarray | None = None          # the split's predicted classes
+    axis: str = ""                          # how the first axis orders the ratings
 
     def to_json(self, names, top_words: int = 5, worst: int = 10) -> dict:
         r = self.reading
@@ -38,7 +39,7 @@ class MapSummary:
                               "knn_accuracy": r.knn_accuracy,
                               "knn_agrees_with_model": None if self.pred is None else
                               self.neighbours.knn_agrees_with_model(self.pred)},
-               "reading": {"text": r.plain, "silhouette": r.silhouette,
+               "reading": {"text": r.plain, "axis": self.axis, "silhouette": r.silhouette,
                            "model_accuracy": r.model_accuracy,
                            "errors_in_predicted_region": r.errors_in_predicted_region,
                            "own_neighbour_share": [float(x) for x in np.diag(r.purity)]},
@@ -71,7 +72,8 @@ def summarise(preds, model, tokenizer, predictor=None, *, flagged=None, method: 
     fig = map_figures.projector_figure(proj.coords, col, map_figures.hover_texts(preds),
                                        f"{proj.title} of the {spec.label(n_layers)}")
     out = MapSummary(proj, spec.label(n_layers), reading, nb,
-                     slices.slice_table(preds, flagged), figure=fig, pred=preds.pred)
+                     slices.slice_table(preds, flagged), figure=fig, pred=preds.pred,
+                     axis=map_reading.axis_reading(proj.coords, preds.y, preds.names, False))
     if predictor is not None and drivers_sample != 0:
         d = drivers_mod.compute_drivers(preds, predictor, sample=drivers_sample,
                                         progress=drivers_progress, use_cache=use_cache)

@@ -45,19 +45,20 @@ def _spec(model) -> embeddings.EmbeddingSpec:
     return embeddings.EmbeddingSpec(pooling, int(layer))
 
 
-def vectors(preds, info, spec=None, *, ask: bool = True):
-    """(vectors or None, spec, model): from the evaluation's pass or cache, or one pass on
-    request (a cache from before embeddings existed has none)."""
-    model, tok = error_analysis.load_eval_model(str(info.path), cached_model.mtime(info.path))
+def vectors(preds, info, predictor, spec=None, *, ask: bool = True):
+    """(vectors or None, spec): from the evaluation's pass or cache, or one pass on request
+    through the page's bulk model (a cache from before embeddings existed has none)."""
+    model = predictor.model             # only its config, unless a pass is needed
     spec = spec or embeddings.DEFAULT
-    vecs = embeddings.vectors_for(preds, model, tok, spec, compute=False)
+    vecs = embeddings.vectors_for(preds, model, predictor.tokenizer, spec, compute=False)
     if vecs is not None or not ask:
-        return vecs, spec, model
+        return vecs, spec
     run_key = f"{error_analysis._key(preds)}:{spec}"
     if st.session_state.get(state.MAP_RUN) == run_key:
+        model, tok = error_analysis.load_eval_model(str(info.path), cached_model.mtime(info.path))
         progress = error_analysis.StreamlitProgress(preds.n, "Sentence vectors")
         try:
-            return embeddings.vectors_for(preds, model, tok, spec, progress=progress), spec, model
+            return embeddings.vectors_for(preds, model, tok, spec, progress=progress), spec
         finally:
             progress.close()
     st.info(f"These predictions have no {spec.label(embeddings.n_layers_of(model))} stored yet "
@@ -66,7 +67,7 @@ def vectors(preds, info, spec=None, *, ask: bool = True):
     if st.button("Compute the sentence vectors", type="primary", key="map_vectors_button"):
         st.session_state[state.MAP_RUN] = run_key
         st.rerun()
-    return None, spec, model
+    return None, spec
 
 
 @st.cache_data(max_entries=6, show_spinner="Finding every review's neighbours…")
@@ -103,10 +104,10 @@ def map_tab(preds, info, predictor) -> None:
                "points are reviews the model treats as alike. Drag a box or a lasso to list "
                "reviews; click one to open it.")
     issues = error_analysis._issues(error_analysis._key(preds), preds)[0]
+    model = predictor.model
     with st.expander("Vectors", expanded=False):
-        model, _ = error_analysis.load_eval_model(str(info.path), cached_model.mtime(info.path))
         spec = _spec(model)
-    vecs, spec, model = vectors(preds, info, spec)
+    vecs, spec = vectors(preds, info, predictor, spec)
     if vecs is None:
         return
     name = spec.name(embeddings.n_layers_of(model))
@@ -123,6 +124,8 @@ def map_tab(preds, info, predictor) -> None:
     title = f"{proj.title} of the {spec.label(embeddings.n_layers_of(model))}"
     if proj.explained:
         title += " (" + " + ".join(f"{e:.0%}" for e in proj.explained) + " of the variance)"
+    if proj.method == "pca":
+        st.markdown(map_reading.axis_reading(proj.coords, preds.y, preds.names))
     fig = map_figures.projector_figure(proj.coords, col, map_figures.hover_texts(preds), title)
     st.plotly_chart(fig, key=state.MAP_CHART, on_select="rerun",
                     selection_mode=("points", "box", "lasso"),

@@ -423,3 +423,13 @@ def test_projector_figure_escapes_and_keeps_rows():
         "true rating", preds), hover, "t")
     assert {t.type for t in fig3.data} == {"scatter3d"}
     assert {t.type for t in map_figures.svg_copy(fig).data} == {"scatter"}
+
+
+def test_axis_reading_by_hand():
+    y = np.repeat(np.arange(5), 20)
+    names = ["1 star", "2 stars", "3 stars", "4 stars", "5 stars"]
+    ordered = np.stack([-(y + np.random.default_rng(0).normal(0, 0.1, 100)), np.zeros(100)], 1)
+    assert "orders the reviews by rating, from 1 star to 5 stars (Spearman ρ = 0.9" in \
+        map_reading.axis_reading(ordered, y, names)
+    shuffled = np.stack([np.random.default_rng(1).normal(size=100), np.zeros(100)], 1)
+    assert "does not order" in map_reading.axis_reading(shuffled, y, names)
