@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from ..batch_predict import predict_in_order
+from ..fsio import atomic_write_json
 from . import cache
 
 FORMAT = "reviewbert-embeddings/1"
@@ -135,7 +136,6 @@ def write_vectors(folder, name: str, vectors: np.ndarray, spec: EmbeddingSpec, l
     npy, meta = _paths(folder, name)
     meta.unlink(missing_ok=True)
     cache.write_array(npy, vectors.astype(DTYPE))
-    from ..fsio import atomic_write_json
     atomic_write_json(meta, {
         "format": FORMAT, "pooling": spec.pooling, "layer": layer,
         "shape": list(vectors.shape), "dtype": "float16", "precision": precision,

@@ -9,6 +9,7 @@ split (what a box or lasso selection hands back). Review text on hover goes thro
 from __future__ import annotations
 
 import html
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -179,7 +180,6 @@ def svg_copy(fig: go.Figure) -> go.Figure:
 
 def png_bytes(fig: go.Figure, width: int = 900, height: int = 640) -> bytes:
     """PNG through kaleido with Debian's chromium (never a downloaded browser)."""
-    import os
     if not os.environ.get("BROWSER_PATH") and os.path.exists("/usr/bin/chromium"):
         os.environ["BROWSER_PATH"] = "/usr/bin/chromium"
     return svg_copy(fig).to_image(format="png", width=width, height=height, scale=1)

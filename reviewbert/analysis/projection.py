@@ -17,12 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
+from ..fsio import atomic_write_json
 from . import cache
 
 FORMAT = "reviewbert-projection/1"
@@ -65,9 +67,7 @@ def pca(vectors, dims: int = 2, seed: int = 0) -> tuple[np.ndarray, list[float]]
 
 def umap(vectors, dims: int = 2, **params) -> np.ndarray:
     """UMAP coordinates [n, dims] of the unit vectors (umap-learn, cosine metric)."""
-    import warnings
-
-    import umap as umap_learn
+    import umap as umap_learn  # heavy (numba): only when asked for
     kw = {**UMAP_DEFAULTS, **params}
     x = unit_rows(vectors)
     if len(x) <= kw["n_neighbors"]:
@@ -135,7 +135,6 @@ def project(vectors, method: str = "pca", dims: int = 2, *, folder=None,
 
 
 def _store(paths: tuple[Path, Path], p: Projection) -> None:
-    from ..fsio import atomic_write_json
     try:
         paths[1].unlink(missing_ok=True)
         cache.write_array(paths[0], p.coords)

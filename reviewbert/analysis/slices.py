@@ -20,6 +20,7 @@ words) and :func:`slice_table` sorts them by how far their accuracy falls below 
 """
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from dataclasses import asdict, dataclass
@@ -29,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..fsio import atomic_write_json
 from .breakdown import LENGTH_EDGES
 from .intervals import Interval, difference_interval, mean_interval
 
@@ -292,7 +294,6 @@ def worst_reading(table: pd.DataFrame, top: int = 3) -> list[str]:
 # ------------------------------------------------------------------ saved slices
 def load_saved(folder) -> dict[str, SliceSpec]:
     """{name: spec} saved beside these predictions; a missing or torn file is none."""
-    import json
     if folder is None:
         return {}
     try:
@@ -306,7 +307,6 @@ def load_saved(folder) -> dict[str, SliceSpec]:
 
 def save_slice(folder, name: str, spec: SliceSpec) -> str:
     """Save (or replace) ``name``; returns the name as stored."""
-    from ..fsio import atomic_write_json
     name = check_name(name)
     if spec.is_empty():
         raise SliceError("this slice has no condition: it is every review")
@@ -319,7 +319,6 @@ def save_slice(folder, name: str, spec: SliceSpec) -> str:
 
 
 def delete_slice(folder, name: str) -> None:
-    from ..fsio import atomic_write_json
     saved = load_saved(folder)
     saved.pop(name, None)
     atomic_write_json(Path(folder) / FILE, {"format": FORMAT, "slices": {

@@ -35,7 +35,7 @@ from ..examples import Review
 from ..labels import get_scheme
 from ..markdown import md_code
 from ..report import CLEAN_CAVEAT, METRIC_NAMES, ReportInputs, build_report, fmt_metric
-from . import cached_model, checkpoints, explanations, prediction, state
+from . import cached_model, checkpoints, explanations, prediction, slice_filter, state
 
 TABS = ("Overview", "Errors", "Label issues", "Per-rating attention", "Map", "Drivers", "Slices",
         "Compare", "Export")
@@ -504,10 +504,10 @@ def compare_section(preds, info, choice: Choice) -> None:
                 st.session_state[state.ERR_COMPARE_RUN] = run_key
                 st.rerun()
             return
-    from . import split_map
-    rows = split_map.compare_slice(preds)
+    issues = _issues(_key(preds), preds)[0]
+    rows = slice_filter.pick(preds, None if issues is None else issues.flagged)
     if rows is not None:
-        preds, preds_b = split_map.subset(preds, rows), split_map.subset(preds_b, rows)
+        preds, preds_b = slice_filter.subset(preds, rows), slice_filter.subset(preds_b, rows)
     cmp = compare(preds, preds_b)
     st.dataframe(pd.DataFrame({
         "metric": ["reviews", *METRIC_NAMES.values()],

@@ -18,7 +18,6 @@ from ..analysis import drivers, embeddings, lookup, map_figures, map_reading, ne
 from ..analysis import projection as projection_mod
 from ..analysis import slices as slices_mod
 from ..analysis.intervals import metric_intervals
-from ..analysis.predictions import SplitPredictions
 from ..markdown import md_escape
 from ..report import METRIC_NAMES, fmt_metric
 from . import cached_model, error_analysis, state
@@ -499,28 +498,3 @@ def _saved_view(preds, flagged) -> None:
     if st.button("Delete this slice", key="slc_delete"):
         slices_mod.delete_slice(preds.folder, name)
         st.rerun()
-
-
-# ------------------------------------------------------------------ Compare
-def compare_slice(preds) -> np.ndarray | None:
-    """The Compare tab's filter: the rows of a saved slice, or None for every review."""
-    saved = slices_mod.load_saved(preds.folder)
-    if not saved:
-        return None
-    choice = st.selectbox("Reviews", ["every review", *saved], key=state.CMP_SLICE,
-                          help="A slice saved on the Map or Slices tab: compare the two "
-                               "checkpoints on its reviews only.")
-    if choice == "every review":
-        return None
-    issues = error_analysis._issues(error_analysis._key(preds), preds)[0]
-    try:
-        return slices_mod.mask_of(saved[choice], preds, None if issues is None else issues.flagged)
-    except slices_mod.SliceError as e:
-        st.warning(md_escape(str(e)))
-        return None
-
-
-def subset(preds, mask) -> SplitPredictions:
-    """The same evaluation restricted to ``mask``'s rows (not cached)."""
-    return SplitPredictions(preds.frame[np.asarray(mask)].reset_index(drop=True), preds.scheme,
-                            preds.meta, None)
