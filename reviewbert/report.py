@@ -25,9 +25,10 @@ import pandas as pd
 import plotly.io as pio
 
 from . import attention, figures
-from .analysis import breakdown
+from .analysis import breakdown, drivers
 from .analysis import figures as analysis_figures
 from .analysis.calibration import reliability
+from .analysis.slices import worst_reading
 from .analysis.sources import describe
 
 METRIC_NAMES = {"accuracy": "accuracy", "relaxed_accuracy": "relaxed accuracy (±1 star)",
@@ -140,8 +141,6 @@ def side_by_side(columns: dict[str, dict]) -> str:
 
 def split_map_section(sm, names, fig) -> str:
     """The map of the split: projector, its reading, neighbours, drivers, worst slices."""
-    from .analysis import drivers as drivers_mod
-    from .analysis.slices import worst_reading
     r, nb = sm.reading, sm.neighbours
     out = ["<h2>The map of the split</h2>", fig(sm.figure),
            f"<p>{_e(sm.axis)} {_e(r.plain)}</p>",
@@ -160,9 +159,9 @@ def split_map_section(sm, names, fig) -> str:
             cells = "".join(
                 "<td class=\"text\">" + _e(", ".join(f"{w} ({n})" for w, n in zip(
                     sm.tops[m][c]["word"].head(8), sm.tops[m][c]["reviews"].head(8)))) + "</td>"
-                for m in drivers_mod.METHODS)
+                for m in drivers.METHODS)
             rows.append(f"<tr><th>{_e(name)}</th>{cells}</tr>")
-        head = "".join(f"<th>{_e(drivers_mod.LABELS[m])}</th>" for m in drivers_mod.METHODS)
+        head = "".join(f"<th>{_e(drivers.LABELS[m])}</th>" for m in drivers.METHODS)
         out.append(f"<table><thead><tr><th>predicted</th>{head}</tr></thead>"
                    f"<tbody>{''.join(rows)}</tbody></table>")
     out.append("<h3>The slices it fails on</h3>")
