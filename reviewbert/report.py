@@ -166,7 +166,8 @@ def split_map_section(sm, names, fig) -> str:
                    f"<tbody>{''.join(rows)}</tbody></table>")
     out.append("<h3>The slices it fails on</h3>")
     out.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in worst_reading(sm.worst)) + "</ul>")
-    cols = ["slice", "n", "accuracy", "low", "high", "rest_accuracy", "gap", "gap_low", "gap_high"]
+    cols = ["slice", "n", "accuracy", "low", "high", "rest_accuracy", "gap", "gap_low", "gap_high",
+            "expected"]
     pct = {c: (lambda v: fmt_metric("accuracy", v)) for c in cols[2:]}
     out.append(_table(sm.worst.head(10)[cols], text_cols=("slice",), formats=pct))
     return "\n".join(out)

@@ -193,6 +193,8 @@ class SliceStats:
     rest_relaxed: Interval | None = None
     relaxed_gap: Interval | None = None
     attribute: str = ""
+    expected: float | None = None       # the slice's accuracy if each review had the rest's
+                                        # accuracy for its true rating (its rating mix alone)
 
 
 def slice_stats(mask, y, pred, name: str = "", *, relaxed: bool = True, n_resamples: int = 1000,
@@ -210,7 +212,21 @@ def slice_stats(mask, y, pred, name: str = "", *, relaxed: bool = True, n_resamp
     if relaxed:
         out.relaxed, out.rest_relaxed = mean_interval(near[m], **kw), mean_interval(near[~m], **kw)
         out.relaxed_gap = difference_interval(near[m], near[~m], **kw)
+    out.expected = expected_accuracy(m, y, hit)
     return out
+
+
+def expected_accuracy(mask, y, hit) -> float | None:
+    """What the slice's accuracy would be if each of its reviews were as easy as the rest's
+    reviews of the same true rating: a slice of mostly middle ratings (the hardest) is
+    expected to score lower, and only the gap below *this* is the slice's own."""
+    m = np.asarray(mask, dtype=bool)
+    if not m.any() or m.all():
+        return None
+    rest_y, rest_hit = y[~m], hit[~m]
+    per_class = {c: rest_hit[rest_y == c].mean() for c in np.unique(y[m]) if (rest_y == c).any()}
+    vals = [per_class[c] for c in y[m] if c in per_class]
+    return float(np.mean(vals)) if vals else None
 
 
 def frequent_words(texts, top: int = WORD_SLICES, min_reviews: int = MIN_SLICE) -> list[str]:
@@ -259,7 +275,8 @@ def _row(s: SliceStats) -> dict:
             "accuracy": v(s.accuracy, "value"), "low": v(s.accuracy, "low"),
             "high": v(s.accuracy, "high"), "rest_accuracy": v(s.rest_accuracy, "value"),
             "gap": v(s.gap, "value"), "gap_low": v(s.gap, "low"), "gap_high": v(s.gap, "high"),
-            "relaxed": v(s.relaxed, "value"), "relaxed_gap": v(s.relaxed_gap, "value")}
+            "relaxed": v(s.relaxed, "value"), "relaxed_gap": v(s.relaxed_gap, "value"),
+            "expected": float("nan") if s.expected is None else s.expected}
 
 
 def slice_table(preds, flagged=None, specs=None, *, n_resamples: int = 1000) -> pd.DataFrame:
@@ -270,7 +287,7 @@ def slice_table(preds, flagged=None, specs=None, *, n_resamples: int = 1000) -> 
                              n_resamples=n_resamples, attribute=attr))
             for attr, name, spec in specs]
     cols = ["slice", "attribute", "n", "accuracy", "low", "high", "rest_accuracy", "gap",
-            "gap_low", "gap_high", "relaxed", "relaxed_gap"]
+            "gap_low", "gap_high", "relaxed", "relaxed_gap", "expected"]
     table = pd.DataFrame(rows, columns=cols)
     return table.sort_values(["gap", "n"], ascending=[True, False]).reset_index(drop=True)
 
@@ -284,6 +301,9 @@ def worst_reading(table: pd.DataFrame, top: int = 3) -> list[str]:
         line = (f"{r['slice']}: {r['n']:,} reviews, accuracy {r['accuracy']:.1%} "
                 f"[{r['low']:.1%}, {r['high']:.1%}] vs {r['rest_accuracy']:.1%} for the rest, "
                 f"gap {r['gap']:+.1%} [{r['gap_low']:+.1%}, {r['gap_high']:+.1%}]: {sure}")
+        if np.isfinite(r["expected"]):
+            line += (f"; its mix of ratings alone predicts {r['expected']:.1%}, so "
+                     f"{r['accuracy'] - r['expected']:+.1%} is the slice's own")
         if r["attribute"] == "label issue":
             line += (" (by construction: cleanlab flags the reviews whose given rating the "
                      "model confidently disputes, so read it as a reading list, not a finding)")

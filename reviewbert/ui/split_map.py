@@ -395,7 +395,11 @@ def slices_tab(preds) -> None:
         st.dataframe(table, hide_index=True, height=300, column_config={
             c: st.column_config.NumberColumn(format="percent")
             for c in ("accuracy", "low", "high", "rest_accuracy", "gap", "gap_low", "gap_high",
-                      "relaxed", "relaxed_gap")})
+                      "relaxed", "relaxed_gap", "expected")} | {
+            "expected": st.column_config.NumberColumn(
+                "expected from its ratings", format="percent",
+                help="The slice's accuracy if each review were as easy as the rest's reviews of "
+                     "the same true rating: only the gap below this is the slice's own.")})
     st.subheader("Build a slice")
     spec = _builder(preds, flagged)
     if spec.is_empty():

@@ -237,6 +237,20 @@ def test_slice_intervals_on_a_toy_table_with_known_accuracies():
     assert table.iloc[0]["slice"] == "file a.csv" and table.iloc[-1]["slice"] == "file b.csv"
     assert list(table["gap"]) == sorted(table["gap"])
     assert "below the rest beyond resampling noise" in S.worst_reading(table)[0]
+    # every toy review has true rating 1, so the rest's 1-star accuracy is what a.csv expects
+    assert st.expected == pytest.approx(0.70)
+    assert "its mix of ratings alone predicts 70.0%, so -40.0% is the slice's own" in \
+        S.worst_reading(table)[0]
+
+
+def test_expected_accuracy_follows_the_rating_mix():
+    y = np.array([0, 0, 1, 1, 0, 0, 1, 1])
+    hit = np.array([1, 1, 0, 0, 1, 0, 0, 1], dtype=float)    # rest: class 0 50 %, class 1 50 %
+    mask = np.array([True, True, True, True, False, False, False, False])
+    assert S.expected_accuracy(mask, y, hit) == pytest.approx(0.5)
+    hit2 = np.array([1, 1, 0, 0, 1, 1, 0, 0], dtype=float)   # rest: class 0 100 %, class 1 0 %
+    mask2 = np.array([True, True, True, False, False, False, False, False])   # 2 x class 0, 1 x 1
+    assert S.expected_accuracy(mask2, y, hit2) == pytest.approx(2 / 3)
 
 
 def test_slice_conditions_combine():
