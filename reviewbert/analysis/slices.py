@@ -301,7 +301,7 @@ def worst_reading(table: pd.DataFrame, top: int = 3) -> list[str]:
         line = (f"{r['slice']}: {r['n']:,} reviews, accuracy {r['accuracy']:.1%} "
                 f"[{r['low']:.1%}, {r['high']:.1%}] vs {r['rest_accuracy']:.1%} for the rest, "
                 f"gap {r['gap']:+.1%} [{r['gap_low']:+.1%}, {r['gap_high']:+.1%}]: {sure}")
-        if np.isfinite(r["expected"]):
+        if np.isfinite(r["expected"]) and r["attribute"] != "label issue":
             line += (f"; its mix of ratings alone predicts {r['expected']:.1%}, so "
                      f"{r['accuracy'] - r['expected']:+.1%} is the slice's own")
         if r["attribute"] == "label issue":
