@@ -26,7 +26,7 @@ TABS = ("Map", "Drivers", "Slices")
 METHODS = {"PCA 2-D": ("pca", 2), "PCA 3-D": ("pca", 3), "UMAP 2-D": ("umap", 2),
            "UMAP 3-D": ("umap", 3)}
 UMAP_RATE = 400.0       # reviews/s of a warm UMAP on this 2-core CPU (for the estimate)
-DRIVER_RATE = 2.0       # reviews/s of IG drivers before the first run here (demo, 2 cores)
+DRIVER_RATE = 1.0       # reviews/s of IG drivers assumed before the first run here
 PREVIEW = 140
 
 
@@ -267,22 +267,40 @@ def neighbours_view(preds, vecs, row: int) -> None:
                  column_config={"text": st.column_config.TextColumn(width="large")})
 
 
-def predict_page_neighbours(info, predictor, pred) -> None:
-    """The Predict page: the review's 10 nearest reviews of the checkpoint's test split,
-    when the Error analysis page has evaluated it (vectors cached)."""
-    st.header("Its nearest reviews")
+def _nearest_for(info, predictor, text: str):
+    """(test-split predictions, neighbour rows, similarities) of ``text``, or None when the
+    split's vectors are not cached. Kept in session state: the Predict page reruns on every
+    slider move, and this needs a lookup, a file read and a forward pass."""
+    key = f"{info.path}:{cached_model.mtime(info.path)}"
+    kept = st.session_state.get(state.PREDICT_NEIGHBOURS)
+    if kept and kept[0] == key and kept[1] == text:
+        return kept[2]
     reviews, _ = cached_model.load_test_reviews(str(info.path), cached_model.mtime(info.path))
     preds = lookup(info.path, reviews, predictor.scheme, predictor.max_length) if reviews else None
     vecs = embeddings.vectors_for(preds, predictor.model, predictor.tokenizer,
                                   compute=False) if preds is not None else None
-    if vecs is None:
+    out = None
+    if vecs is not None:
+        q = embeddings.query_vector(predictor.model, predictor.tokenizer, text,
+                                    max_length=predictor.max_length)
+        idx, sim = neighbours.nearest(vecs, q, k=neighbours.K)
+        out = (preds, idx, sim)
+        # kept only when found: a split evaluated later shows up on the next rerun
+        st.session_state[state.PREDICT_NEIGHBOURS] = (key, text, out)
+    return out
+
+
+def predict_page_neighbours(info, predictor, pred) -> None:
+    """The Predict page: the review's 10 nearest reviews of the checkpoint's test split,
+    when the Error analysis page has evaluated it (vectors cached)."""
+    st.header("Its nearest reviews")
+    got = _nearest_for(info, predictor, pred.text)
+    if got is None:
         st.caption("Evaluate this checkpoint's test split on the **Error analysis** page (its Map "
                    "tab keeps every review's sentence vector) to see the reviews this one is "
                    "closest to, and whether their ratings agree with the prediction.")
         return
-    q = embeddings.query_vector(predictor.model, predictor.tokenizer, pred.text,
-                                max_length=predictor.max_length)
-    idx, sim = neighbours.nearest(vecs, q, k=neighbours.K)
+    preds, idx, sim = got
     st.markdown(f"The {len(idx[0])} reviews of the test split closest to this one in the model's "
                 "vector space ([CLS], last layer, cosine). " + agreement_line(preds, idx[0],
                                                                              int(pred.label_id)))

@@ -133,6 +133,8 @@ SLC_NAME = "slc_name"                      # text_input: name to save the slice 
 SLC_SAVED = "slc_saved"                    # selectbox: a saved slice to show or delete
 SLC_TABLE = "slc_table"                    # prefix: dataframe selection of a slice's reviews
 CMP_SLICE = "cmp_slice"                    # selectbox: the Compare tab's saved slice
+PREDICT_NEIGHBOURS = "predict_neighbours"  # (checkpoint key, text, (preds, idx, sim) or None):
+                                           # the Predict page's nearest reviews, kept across reruns
 
 # --- "Which words mattered?" (ui/explain_views) and the Faithfulness page -------------
 WW_PREFIX = "ww"                           # prefix: the Predict page's section: ww_layer,
