@@ -447,3 +447,32 @@ def test_axis_reading_by_hand():
         map_reading.axis_reading(ordered, y, names)
     shuffled = np.stack([np.random.default_rng(1).normal(size=100), np.zeros(100)], 1)
     assert "does not order" in map_reading.axis_reading(shuffled, y, names)
+
+
+def test_evaluate_save_embeddings_held_and_streamed(ckpt, tmp_path, capsys, monkeypatch):
+    """``evaluate --save-embeddings``: one row per review in --save-predictions' order, the
+    same whether the set is held (and cached) or streamed chunk by chunk."""
+    from reviewbert.analysis import sources
+    from reviewbert.cli import main
+
+    from toyreviews import write_toy_csv
+    toy = write_toy_csv(tmp_path / "toy.csv", n=60)
+    args = ["evaluate", "--checkpoint", str(ckpt), "--data", str(toy), "--split", "all",
+            "--precision", "fp32", "--max-length", "48", "--json"]
+    held_csv, held_npy = tmp_path / "held.csv", tmp_path / "held.npy"
+    assert main([*args, "--save-predictions", str(held_csv), "--save-embeddings", str(held_npy)]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["embeddings"] == str(held_npy)
+    monkeypatch.setattr(sources, "CACHE_MAX_REVIEWS", 10)
+    st_csv, st_npy = tmp_path / "streamed.csv", tmp_path / "streamed.npy"
+    assert main([*args, "--save-predictions", str(st_csv), "--save-embeddings", str(st_npy)]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["cache"] is None
+    held, streamed = np.load(held_npy), np.load(st_npy)
+    texts = pd.read_csv(held_csv, keep_default_na=False)["text"].tolist()
+    assert pd.read_csv(st_csv, keep_default_na=False)["text"].tolist() == texts
+    assert held.shape == streamed.shape == (len(texts), 32) and held.dtype == np.float16
+    assert np.allclose(held.astype(np.float32), streamed.astype(np.float32), atol=2e-3)
+    model, tok, _ = load_checkpoint(ckpt)
+    alone = E.embed_texts(model, tok, [texts[0], texts[-1]], max_length=48)
+    assert np.allclose(alone.astype(np.float32), held[[0, -1]].astype(np.float32), atol=2e-3)
+    # a name that is not .npy is a usage error
+    assert main([*args, "--save-embeddings", str(tmp_path / "v.txt")]) == 2
