@@ -53,7 +53,7 @@ def colouring(by: str, preds, flagged=None) -> Colouring:
     if by == "confidence":
         return Colouring(by, values=preds.confidence)
     if by == "length (tokens)":
-        return Colouring("tokens (log scale)", values=np.log10(np.maximum(preds.n_tokens, 1)))
+        return Colouring("tokens", values=preds.n_tokens.astype(float))   # capped at the 98th pct
     if by == "source file":
         src = preds.frame["source"].astype(str).replace("", "(none)").to_numpy()
         order = sorted(set(src))
