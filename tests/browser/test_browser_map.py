@@ -2,7 +2,8 @@
 demo checkpoint over 100 reviews of its real test split (20 per rating, as a data
 file): the WebGL projector draws every review, a lasso selection lists the selected
 reviews with their metrics, and clicking a review opens the Errors tab's card (every
-attention view) with its nearest reviews. Screenshots go to artifacts/browser/.
+attention view) with its nearest reviews; the Slices tab draws its forest plot.
+Screenshots go to artifacts/browser/.
 """
 from __future__ import annotations
 
@@ -132,6 +133,13 @@ def test_map_tab_in_a_real_browser(server, tmp_path):
         assert "What BERT attends to" in body and "Its nearest reviews" in body
         assert "nearest reviews" in body and "Predicted:" in body
         shot(page, "map_03_review_card.png", height=4200)
+
+        # the Slices tab: every single-attribute slice against the rest, worst first
+        page.get_by_role("tab", name="Slices").click()
+        page.wait_for_function("""() => [...document.querySelectorAll('.js-plotly-plot')].some(
+            p => ((p.layout.title || {}).text || '').includes('minus the rest'))""", timeout=120_000)
+        page.get_by_text("Build a slice").wait_for(timeout=60_000)
+        shot(page, "map_04_slices.png", height=2600)
 
         assert blocked == [], f"requests left localhost: {blocked}"
         assert dialogs == []
