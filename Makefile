@@ -70,6 +70,12 @@ postgres:
 distributed: setup postgres
 	$(PY) -m pytest -m distributed -n 0 $(PYTEST_ARGS)
 
+# UMAP of 10,000 reviews of a real data file, embedded by the demo checkpoint (tests marked
+# `umap`; minutes on 2 cores, so `make test` skips it). Run it alone.
+.PHONY: umap
+umap: setup
+	$(PY) -m pytest -m umap -n 0 $(PYTEST_ARGS)
+
 bench: setup
 	$(PY) bench/ingest.py
 	$(PY) bench/train_throughput.py

@@ -1,7 +1,7 @@
 """Error analysis: evaluate a checkpoint over a whole split once, then see where it goes wrong."""
 import streamlit as st
 
-from reviewbert.ui import cached_model, error_analysis, frame, state
+from reviewbert.ui import cached_model, error_analysis, frame, split_map, state
 
 frame.require()
 
@@ -20,8 +20,8 @@ preds = error_analysis.evaluation(info, choice)
 if preds is None:
     st.stop()
 
-overview, errors, issues, words, compare, export = st.tabs(error_analysis.TABS, key=state.ERR_TAB,
-                                                           on_change="rerun")
+(overview, errors, issues, words, the_map, drivers, slices, compare,
+ export) = st.tabs(error_analysis.TABS, key=state.ERR_TAB, on_change="rerun")
 # Only the open tab runs: the browser's attention views and the exports cost seconds.
 if overview.open:
     with overview:
@@ -36,6 +36,15 @@ if issues.open:
 if words.open:
     with words:
         error_analysis.rating_attention(preds, predictor)
+if the_map.open:
+    with the_map:
+        split_map.map_tab(preds, info, predictor)
+if drivers.open:
+    with drivers:
+        split_map.drivers_tab(preds, predictor)
+if slices.open:
+    with slices:
+        split_map.slices_tab(preds)
 if compare.open:
     with compare:
         error_analysis.compare_section(preds, info, choice)

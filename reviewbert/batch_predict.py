@@ -107,8 +107,8 @@ def _autocast(model, precision: str):
 @torch.inference_mode()
 def predict_probs(model, loader, accelerator=None, *, precision: str = "fp32",
                   progress: Callable[[int], None] | None = None,
-                  on_batch: Callable[[dict, object], None] | None = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  on_batch: Callable[[dict, object], None] | None = None,
+                  tap=None) -> tuple[np.ndarray, np.ndarray]:
     """(labels, probabilities) over a loader; with an Accelerator, gathered from all processes.
 
     ``gather_for_metrics`` drops the samples Accelerate repeated to even out the
@@ -121,6 +121,11 @@ def predict_probs(model, loader, accelerator=None, *, precision: str = "fp32",
     sees each local batch (on the model's device, labels removed) with the model's
     outputs, computed with ``output_attentions=True`` (the model must use eager
     attention): the per-rating attention pass reads the [CLS] rows there.
+
+    ``tap`` (``analysis.embeddings.VectorTap``) keeps one vector per review from the
+    same forward pass (it names the extra outputs it needs, e.g. hidden states):
+    ``tap(batch, outputs)`` gives [batch, dim], gathered like the probabilities and
+    handed to ``tap.collect`` in the order of the returned labels.
     """
     was_training = model.training
     model.eval()
@@ -130,16 +135,23 @@ def predict_probs(model, loader, accelerator=None, *, precision: str = "fp32",
             if accelerator is None:
                 batch = {k: v.to(model.device) for k, v in batch.items()}
             labels = batch.pop("labels")
+            extra = tap.forward_kwargs() if tap is not None else {}
             if on_batch is None:
-                out = model(**batch)
+                out = model(**batch, **extra)
             else:
-                out = model(**batch, output_attentions=True)
+                out = model(**batch, output_attentions=True, **extra)
                 on_batch(batch, out)
             probs = torch.softmax(out.logits.float(), dim=-1)  # softmax in fp32 even under bf16/fp16
+            vecs = tap(batch, out) if tap is not None else None
             if progress is not None:
                 progress(int(labels.shape[0]))
             if accelerator is not None:
-                probs, labels = accelerator.gather_for_metrics((probs, labels))
+                if vecs is None:
+                    probs, labels = accelerator.gather_for_metrics((probs, labels))
+                else:
+                    probs, labels, vecs = accelerator.gather_for_metrics((probs, labels, vecs))
+            if vecs is not None:
+                tap.collect(vecs.cpu())
             ys.append(labels.cpu())
             ps.append(probs.cpu())
     model.train(was_training)
@@ -176,8 +188,8 @@ def evaluate_chunks(model, tokenizer, chunks, *, max_length: int, batch_size: in
 def predict_in_order(model, tokenizer, texts: list[str], *, max_length: int,
                      batch_size: int = 64, precision: str = "fp32", accelerator=None,
                      progress: Callable[[int], None] | None = None,
-                     on_batch: Callable[[dict, object], None] | None = None
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                     on_batch: Callable[[dict, object], None] | None = None,
+                     tap=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(probabilities [n, classes], token counts [n], loader order [n]) for ``texts``, rows
     in input order: the bulk path (CLI, error-analysis page, benchmark).
 
@@ -186,6 +198,7 @@ def predict_in_order(model, tokenizer, texts: list[str], *, max_length: int,
     back in input order whatever order the batches (or the processes under
     ``accelerate launch``) ran in. ``order[j]`` is the review scored j-th (what
     ``on_batch`` sees batch by batch). ``precision`` is "auto", "bf16" or "fp32".
+    With a ``tap``, its vectors are put in input order too (``tap.in_order(idx, n)``).
     """
     n = len(texts)
     ids, lengths = encode_texts(tokenizer, texts, max_length, return_lengths=True)
@@ -197,7 +210,9 @@ def predict_in_order(model, tokenizer, texts: list[str], *, max_length: int,
     device = accelerator.device if accelerator is not None else model.device
     idx, p = predict_probs(model, loader, accelerator,
                            precision=resolve_precision(precision, device),
-                           progress=progress, on_batch=on_batch)
+                           progress=progress, on_batch=on_batch, tap=tap)
+    if tap is not None:
+        tap.in_order(idx, n)
     probs = np.zeros((n, p.shape[1] if p.ndim == 2 else model.config.num_labels), np.float32)
     probs[idx] = p
     if n and not np.array_equal(np.sort(idx), np.arange(n)):

@@ -25,9 +25,10 @@ import pandas as pd
 import plotly.io as pio
 
 from . import attention, figures
-from .analysis import breakdown
+from .analysis import breakdown, drivers
 from .analysis import figures as analysis_figures
 from .analysis.calibration import reliability
+from .analysis.slices import worst_reading
 from .analysis.sources import describe
 
 METRIC_NAMES = {"accuracy": "accuracy", "relaxed_accuracy": "relaxed accuracy (±1 star)",
@@ -65,6 +66,7 @@ class ReportInputs:
     examples: dict = field(default_factory=dict)   # class -> inference.Prediction
     comparison: object | None = None        # analysis.compare.Comparison
     other: str | None = None                # the compared checkpoint's name
+    split_map: object | None = None         # analysis.map_summary.MapSummary
 
 
 # ------------------------------------------------------------------ html pieces
@@ -137,6 +139,40 @@ def side_by_side(columns: dict[str, dict]) -> str:
     return f"<table><thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def split_map_section(sm, names, fig) -> str:
+    """The map of the split: projector, its reading, neighbours, drivers, worst slices."""
+    r, nb = sm.reading, sm.neighbours
+    out = ["<h2>The map of the split</h2>", fig(sm.figure),
+           f"<p>{_e(sm.axis)} {_e(r.plain)}</p>",
+           f'<p class="note">Vectors: {_e(sm.vectors_label)}; neighbours: the {nb.k} nearest '
+           "by cosine similarity. Neighbour agreement (share of a review's neighbours whose "
+           f"true rating is its predicted one): <b>{nb.mean_agreement:.1%}</b>; k-NN accuracy "
+           f"{r.knn_accuracy:.1%}.</p>"]
+    if sm.drivers is not None:
+        d = sm.drivers
+        per = f"{d.seconds_per_1000 / 60:.1f} min per 1,000 reviews" if d.seconds_per_1000 else ""
+        out.append(f"<h3>What drives each predicted rating</h3><p class=\"note\">{len(d.rows):,} "
+                   f"reviews explained ({_e(per)}); mean score of each word over the reviews "
+                   "that contain it (at least 5), stop-words hidden.</p>")
+        rows = []
+        for c, name in enumerate(names):
+            cells = "".join(
+                "<td class=\"text\">" + _e(", ".join(f"{w} ({n})" for w, n in zip(
+                    sm.tops[m][c]["word"].head(8), sm.tops[m][c]["reviews"].head(8)))) + "</td>"
+                for m in drivers.METHODS)
+            rows.append(f"<tr><th>{_e(name)}</th>{cells}</tr>")
+        head = "".join(f"<th>{_e(drivers.LABELS[m])}</th>" for m in drivers.METHODS)
+        out.append(f"<table><thead><tr><th>predicted</th>{head}</tr></thead>"
+                   f"<tbody>{''.join(rows)}</tbody></table>")
+    out.append("<h3>The slices it fails on</h3>")
+    out.append("<ul>" + "".join(f"<li>{_e(line)}</li>" for line in worst_reading(sm.worst)) + "</ul>")
+    cols = ["slice", "n", "accuracy", "low", "high", "rest_accuracy", "gap", "gap_low", "gap_high",
+            "expected"]
+    pct = {c: (lambda v: fmt_metric("accuracy", v)) for c in cols[2:]}
+    out.append(_table(sm.worst.head(10)[cols], text_cols=("slice",), formats=pct))
+    return "\n".join(out)
+
+
 # ------------------------------------------------------------------ the page
 def build_report(r: ReportInputs) -> str:
     fig = _Figures()
@@ -146,6 +182,8 @@ def build_report(r: ReportInputs) -> str:
         parts += _attention_sections(r, fig)
     if r.issues is not None:
         parts += _issues_section(r)
+    if r.split_map is not None:
+        parts.append(split_map_section(r.split_map, r.preds.names, fig))
     if r.comparison is not None:
         parts += _comparison_section(r)
     body = "\n".join(parts)

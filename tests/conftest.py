@@ -39,7 +39,7 @@ if _hyp_settings is not None:
     _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-LONG_SUITES = ("fuzz", "load", "hostile", "faults", "distributed")   # each with its own make target
+LONG_SUITES = ("fuzz", "load", "hostile", "faults", "distributed", "umap")   # each with its own make target
 
 
 def pytest_collection_modifyitems(config, items):

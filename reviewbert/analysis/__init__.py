@@ -13,6 +13,16 @@ Modules, one concept each (all plain functions, testable without Streamlit):
 - ``label_issues``  reviews whose rating is probably wrong (cleanlab)
 - ``word_attention`` per-rating [CLS] attention by word, one batched pass, cached
 - ``figures``       Plotly figures for all of the above
+- ``embeddings``    each review's sentence vector ([CLS] or mean, any layer) from the
+                    evaluation's own pass, float16, in the same cache
+- ``projection``    PCA (scikit-learn) and UMAP (umap-learn) of the vectors, 2-D/3-D, cached
+- ``neighbours``    cosine nearest neighbours (scikit-learn), agreement, k-NN accuracy
+- ``map_reading``   what the map shows, in words, backed by neighbour purity and silhouette
+- ``drivers``       per-rating words by batched Integrated Gradients, attention x value norm
+                    and raw attention, cached per review
+- ``slices``        slices against the rest with bootstrap intervals, saved by name
+- ``map_summary``   all of the map for the report and ``report --json``
+- ``map_figures``   the projector (WebGL), drivers and slices figures
 
 The page is ``pages/error_analysis.py`` (components in ``reviewbert/ui/error_views.py``);
 the one-file HTML report is ``reviewbert/report.py``.

@@ -37,6 +37,41 @@ Layout (one folder per checkpoint, one sub-folder per evaluation)::
         attention.json              written after attention.parquet: {"format":
                                     "reviewbert-word-attention/1", "layers", "heads",
                                     "precision", "seconds", "created"}
+        embeddings-<V>.npy          one sentence vector per review (``analysis/embeddings.py``),
+                                    float16 [n, hidden], rows in predictions.parquet's order.
+                                    V = "<pooling>-L<layer>": pooling "cls" (the [CLS] hidden
+                                    state) or "mean" (mean over the review's tokens, [CLS] and
+                                    [SEP] included, padding excluded), layer the hidden-state
+                                    index (0 = embedding output, L = last layer). The default,
+                                    written by the evaluation pass itself, is cls-L<last>.
+        embeddings-<V>.json         written after the .npy: {"format":
+                                    "reviewbert-embeddings/1", "pooling", "layer", "shape",
+                                    "dtype": "float16", "precision", "seconds" (null when it
+                                    came free with the evaluation), "created"}. A folder made
+                                    before embeddings existed has neither file: it still reads,
+                                    and the vectors are computed (one pass) only when asked for.
+        projection-<V>-<M>.npy      float32 [n, d]: a projection of embeddings-<V>
+                                    (``analysis/projection.py``); M = "<method>-<d>d-<P>", method
+                                    "pca" or "umap", P the first 8 hex of sha256 of its
+                                    parameters' JSON. Its .json (written after): {"format":
+                                    "reviewbert-projection/1", "method", "dims", "params",
+                                    "seconds", "explained" (PCA: variance ratio per axis),
+                                    "created"}
+        drivers.parquet             per-word attributions of the reviews done so far
+                                    (``analysis/drivers.py``): review (int32, row in
+                                    predictions.parquet), word (str, lower-cased), target
+                                    (int8, the class explained: the fp32 prediction),
+                                    integrated_gradients, value_norm, raw_attention (float32,
+                                    that word's summed score in that review). Rewritten
+                                    atomically as chunks finish, so an interrupted run resumes.
+        drivers.json                written after drivers.parquet: {"format":
+                                    "reviewbert-drivers/1", "settings" {"ig_steps",
+                                    "ig_max_steps", "layer"}, "reviews" (rows done, sorted),
+                                    "seconds" (compute time of those), "ig_deltas_over"
+                                    (reviews whose IG delta stayed above 5 %), "created"};
+                                    other settings than the ones asked for: started over
+        slices.json                 saved, named slices of these reviews (``analysis/slices.py``):
+                                    {"format": "reviewbert-slices/1", "slices": {name: spec}}
 
 Why it is never stale. ``checkpoint.sha256`` hashes the weights, config.json and the
 tokenizer files' bytes; ``data.sha256`` hashes the reviews themselves (stars and text,
@@ -57,6 +92,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..fsio import atomic_write, atomic_write_json
@@ -196,6 +232,29 @@ def read_attention(folder) -> tuple[pd.DataFrame, dict] | None:
         if meta.get("format") != ATTENTION_FORMAT:
             return None
         return pd.read_parquet(folder / ATTENTION), meta
+    except (OSError, ValueError):
+        return None
+
+
+def write_array(path: Path, array) -> None:
+    """One .npy file, atomically (no pickle: plain dtypes only)."""
+    array = np.ascontiguousarray(array)
+
+    def save(tmp):
+        with open(tmp, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+    atomic_write(Path(path), save)
+
+
+def read_array(path: Path, json_path: Path, fmt: str) -> tuple | None:
+    """(array, meta) of a .npy written with its JSON sidecar, or None if either is missing,
+    torn or of another format (then it is computed again)."""
+    import numpy as np
+    try:
+        meta = json.loads(Path(json_path).read_text(encoding="utf-8"))
+        if not isinstance(meta, dict) or meta.get("format") != fmt:
+            return None
+        return np.load(path, allow_pickle=False), meta
     except (OSError, ValueError):
         return None
 

@@ -99,3 +99,21 @@ def metric_intervals(y, probs, num_labels: int | None = None, *,
                                 False)
         out["auc"] = Interval(point["auc"], lo, hi)
     return out
+
+
+def difference_interval(a, b, *, n_resamples: int = N_RESAMPLES, confidence: float = 0.95,
+                        seed: int = 0) -> Interval | None:
+    """Bootstrap interval of mean(a) − mean(b) for two independent samples (a slice and
+    the rest of the split): each is resampled on its own (scipy's multi-sample bootstrap).
+    None when either has fewer than 2 values."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.size < 2 or b.size < 2:
+        return None
+    point = float(a.mean() - b.mean())
+    if np.all(a == a[0]) and np.all(b == b[0]):
+        return Interval(point, point, point)
+
+    def gap(x, z, axis=-1):
+        return x.mean(axis=axis) - z.mean(axis=axis)
+    lo, hi = _percentile_ci((a, b), gap, n_resamples, confidence, seed, True)
+    return Interval(point, lo, hi)

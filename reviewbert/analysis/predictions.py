@@ -21,7 +21,7 @@ from ..batch_predict import predict_in_order
 from ..device import resolve_precision
 from ..labels import LabelScheme
 from ..metrics import compute_metrics
-from . import cache
+from . import cache, embeddings
 
 FP32_CHECK = 256
 """bf16 runs re-score this many reviews (a seeded sample) in fp32 and record how
@@ -46,6 +46,7 @@ class SplitPredictions:
     meta: dict = field(default_factory=dict)
     folder: Path | None = None          # its cache folder, when it has one
     cached: bool = False                # read from the cache (no forward pass this time)
+    vectors: dict = field(default_factory=dict)  # embeddings by name ("cls-L6"), float16 [n, d]
 
     @property
     def n(self) -> int:
@@ -124,13 +125,18 @@ def predict_split(model, tokenizer, checkpoint, reviews, scheme: LabelScheme, *,
                   max_length: int, precision: str = "auto", batch_size: int = 64,
                   progress: Callable[[int], None] | None = None, source: dict | None = None,
                   accelerator=None, use_cache: bool = True,
-                  fp32_check: int = FP32_CHECK) -> SplitPredictions:
+                  fp32_check: int = FP32_CHECK, embed=None) -> SplitPredictions:
     """Predictions for ``reviews`` (objects with .text, .stars, .source), from the cache
     when this checkpoint already scored these reviews, else computed and cached.
 
     ``progress(n)`` is told each scored batch's size (a bf16 run then re-scores up to
     ``fp32_check`` reviews in fp32, also reported). Under ``accelerate launch`` every
     process scores its share and only the main process writes the cache.
+
+    A computed pass also keeps each review's sentence vector (``embed``, an
+    ``embeddings.EmbeddingSpec``; default the last layer's [CLS]) from the same forward
+    pass and stores it beside the predictions; a cached result is returned as it is
+    (``embeddings.vectors_for`` computes missing vectors when they are asked for).
     """
     device = accelerator.device if accelerator is not None else model.device
     prec = resolve_precision(precision, device)
@@ -141,21 +147,17 @@ def predict_split(model, tokenizer, checkpoint, reviews, scheme: LabelScheme, *,
         if got is not None:
             return SplitPredictions(got[0], scheme, got[1], folder, cached=True)
     texts = [r.text for r in reviews]
+    spec = embed or embeddings.DEFAULT
+    tap = embeddings.VectorTap(spec, embeddings.n_layers_of(model))
     t0 = time.perf_counter()
     probs, n_tokens, _ = predict_in_order(model, tokenizer, texts, max_length=max_length,
                                           batch_size=batch_size, precision=prec,
-                                          accelerator=accelerator, progress=progress)
+                                          accelerator=accelerator, progress=progress, tap=tap)
     seconds = time.perf_counter() - t0
     check = None
     if prec == "bf16" and fp32_check and texts:
-        rng = np.random.default_rng(0)
-        idx = np.sort(rng.choice(len(texts), size=min(fp32_check, len(texts)), replace=False))
-        p32, _, _ = predict_in_order(model, tokenizer, [texts[i] for i in idx],
-                                     max_length=max_length, batch_size=batch_size,
-                                     precision="fp32", accelerator=accelerator,
-                                     progress=progress)
-        check = {"n": int(len(idx)),
-                 "agree": int((p32.argmax(1) == probs[idx].argmax(1)).sum())}
+        check = _fp32_agreement(model, tokenizer, texts, probs, fp32_check, max_length=max_length,
+                                batch_size=batch_size, accelerator=accelerator, progress=progress)
     frame = build_frame(reviews, scheme, probs, n_tokens)
     meta = {"checkpoint": {"path": str(checkpoint), "sha256": ck},
             "data": {"sha256": ds, "n": len(frame), "source": source or {"kind": "reviews"}},
@@ -169,9 +171,21 @@ def predict_split(model, tokenizer, checkpoint, reviews, scheme: LabelScheme, *,
             folder = cache.write_predictions(checkpoint, key, frame, meta)
         except OSError:
             folder = None       # nowhere writable: the result is still good, just not kept
+    out = SplitPredictions(frame, scheme, {**meta, "format": cache.FORMAT, "key": key}, folder)
+    embeddings.store(out, spec.name(embeddings.n_layers_of(model)), tap.vectors, spec,
+                     embeddings.n_layers_of(model), prec, None, use_cache and main)
     if accelerator is not None:
         accelerator.wait_for_everyone()
-    return SplitPredictions(frame, scheme, {**meta, "format": cache.FORMAT, "key": key}, folder)
+    return out
+
+
+def _fp32_agreement(model, tokenizer, texts, probs, n: int, **kw) -> dict:
+    """{"n", "agree"}: a seeded sample of ``n`` reviews re-scored in fp32, how many got
+    the class of the bf16 pass."""
+    rng = np.random.default_rng(0)
+    idx = np.sort(rng.choice(len(texts), size=min(n, len(texts)), replace=False))
+    p32, _, _ = predict_in_order(model, tokenizer, [texts[i] for i in idx], precision="fp32", **kw)
+    return {"n": int(len(idx)), "agree": int((p32.argmax(1) == probs[idx].argmax(1)).sum())}
 
 
 def export_frame(preds: SplitPredictions) -> pd.DataFrame:

@@ -35,6 +35,13 @@ def add_parser(sub):
                    help="write every review's text, true and predicted rating, class "
                         "probabilities and token count: Parquet if FILE ends in .parquet, "
                         "else CSV")
+    e.add_argument("--save-embeddings", metavar="FILE.npy", default=None,
+                   help="write every review's sentence vector (float16 [reviews, hidden]), one "
+                        "row per review in the order of --save-predictions' rows")
+    e.add_argument("--embedding-pooling", choices=("cls", "mean"), default="cls",
+                   help="the sentence vector: the [CLS] hidden state, or the mean of the tokens'")
+    e.add_argument("--embedding-layer", type=int, default=-1, metavar="N",
+                   help="hidden state to take: -1 the last layer, 0 the embedding output")
     e.add_argument("--no-cache", action="store_true",
                    help="neither read nor write the prediction cache beside the checkpoint")
     e.add_argument("--json", action="store_true",
@@ -53,6 +60,7 @@ def run(args) -> int:
     max_length = args.max_length or hp.get("max_length") or 256
     precision = resolve_precision(args.precision,
                                   accelerator.device if accelerator else model.device)
+    args.embed = _embedding_spec(args, model)
     reviews, stream, source, total = _reviews(args, info, tok, main)
     score = _score_held if reviews is not None else _score_streamed
     y, p, preds = score(args, model, tok, info, reviews if reviews is not None else stream,
@@ -60,6 +68,19 @@ def run(args) -> int:
     if main:
         _print_results(args, info, y, p, preds, source, max_length, precision, accelerator)
     return 0
+
+
+def _embedding_spec(args, model):
+    """The --embedding-* flags as an EmbeddingSpec (checked against the model's layers)."""
+    from ..analysis.embeddings import EmbeddingSpec, n_layers_of
+    spec = EmbeddingSpec(args.embedding_pooling, args.embedding_layer)
+    try:
+        spec.resolved_layer(n_layers_of(model))
+    except ValueError as e:
+        raise UsageError(f"--embedding-layer: {e}") from None
+    if args.save_embeddings and not str(args.save_embeddings).endswith(".npy"):
+        raise UsageError("--save-embeddings writes a NumPy file: give it a .npy name")
+    return spec
 
 
 def _eval_accelerator():
@@ -112,10 +133,26 @@ def _score_held(args, model, tok, info, reviews, source, total, max_length, prec
         preds = predict_split(model, tok, info.path, reviews, info.scheme, max_length=max_length,
                               precision=precision, batch_size=args.batch_size,
                               progress=progress, source=source, accelerator=accelerator,
-                              use_cache=not args.no_cache)
+                              use_cache=not args.no_cache, embed=args.embed)
     if args.save_predictions and main:
         save_export(preds, args.save_predictions)
+    if args.save_embeddings:
+        _save_embeddings(args, model, tok, preds, main, accelerator)
     return preds.y, preds.probs, preds
+
+
+def _save_embeddings(args, model, tok, preds, main, accelerator) -> None:
+    """The vectors of a held evaluation: from its pass, its cache, or one more pass."""
+    from ..analysis import embeddings
+    from ..progress import TqdmProgress
+    if main:
+        with TqdmProgress(preds.n, "sentence vectors") as progress:
+            vecs = embeddings.vectors_for(preds, model, tok, args.embed, progress=progress,
+                                          use_cache=not args.no_cache,
+                                          batch_size=args.batch_size)
+        embeddings.save_vectors(args.save_embeddings, vecs)
+    if accelerator is not None:
+        accelerator.wait_for_everyone()
 
 
 def _score_streamed(args, model, tok, info, stream, source, total, max_length, precision,
@@ -124,30 +161,37 @@ def _score_streamed(args, model, tok, info, stream, source, total, max_length, p
     import numpy as np
 
     from .. import data
+    from ..analysis.embeddings import NpyRowWriter, VectorTap, n_layers_of
     from ..analysis.predictions import ExportWriter, SplitPredictions, build_frame
     from ..batch_predict import predict_in_order
     from ..progress import TqdmProgress
     writer = ExportWriter(args.save_predictions) if args.save_predictions and main else None
+    vec_writer = (NpyRowWriter(args.save_embeddings, model.config.hidden_size)
+                  if args.save_embeddings and main else None)
+    writers = [w for w in (writer, vec_writer) if w is not None]
     ys, ps = [], []
     try:
         with TqdmProgress(total, "evaluating", enabled=main) as progress:
             for chunk in stream:
+                tap = VectorTap(args.embed, n_layers_of(model)) if args.save_embeddings else None
                 probs, n_tokens, _ = predict_in_order(
                     model, tok, [e.text for e in chunk], max_length=max_length,
                     batch_size=args.batch_size, precision=precision,
-                    accelerator=accelerator, progress=progress)
+                    accelerator=accelerator, progress=progress, tap=tap)
                 part = SplitPredictions(build_frame(chunk, info.scheme, probs, n_tokens),
                                         info.scheme)
                 if writer is not None:
                     writer.write(part)
+                if vec_writer is not None:
+                    vec_writer.write(tap.vectors)
                 ys.append(part.y)
                 ps.append(probs)
     except BaseException:
-        if writer is not None:
-            writer.abort()
+        for w in writers:
+            w.abort()
         raise
-    if writer is not None:
-        writer.close()
+    for w in writers:
+        w.close()
     if not ys:
         raise data.DataError("no reviews to evaluate")
     return np.concatenate(ys), np.concatenate(ps), None
@@ -180,6 +224,9 @@ def _print_results(args, info, y, p, preds, source, max_length, precision, accel
               f"{format_metrics(three)}")
     if args.save_predictions:
         print(f"predictions written to {args.save_predictions}")
+    if args.save_embeddings:
+        print(f"sentence vectors ({args.embed.pooling}, layer {args.embed.layer}) written to "
+              f"{args.save_embeddings}")
     if args.json:
         print(json.dumps({"checkpoint": str(info.path), "split": args.split, "n": res["n"],
                           "labels": list(scheme.names),
@@ -191,4 +238,5 @@ def _print_results(args, info, y, p, preds, source, max_length, precision, accel
                           "fp32_check": check, "cached": cached,
                           "cache": None if preds is None or preds.folder is None
                           else str(preds.folder),
-                          "predictions": args.save_predictions}))
+                          "predictions": args.save_predictions,
+                          "embeddings": args.save_embeddings}))

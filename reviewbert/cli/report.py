@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..config import PRECISIONS
+from . import UsageError
 
 
 def add_parser(sub):
@@ -34,6 +35,12 @@ def add_parser(sub):
                    help="per-rating attention: a word must occur in this many reviews")
     r.add_argument("--no-attention", action="store_true",
                    help="skip the per-rating attention pass (one more pass over the data)")
+    r.add_argument("--map", choices=("pca", "umap", "none"), default="pca",
+                   help="the split map (projector, neighbours, drivers, slices): its projection, "
+                        "or none to leave the section out")
+    r.add_argument("--drivers-sample", type=int, default=None, metavar="N",
+                   help="reviews explained by Integrated Gradients for the per-rating drivers "
+                        "(default 300; 0: no drivers; more than the split: all)")
     r.add_argument("--compare", metavar="DIR", default=None,
                    help="a second checkpoint to compare with on the same reviews")
     r.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
@@ -62,12 +69,18 @@ def run(args) -> int:
     _label_issues(inputs, preds)
     if not args.no_attention:
         _rating_attention(inputs, preds, info, tok, model.device, args)
+    if args.map != "none":
+        _split_map(inputs, preds, model, tok, info, args)
     if args.compare:
         _compare(inputs, preds, info, reviews, max_length, args, source)
     atomic_write_text(args.out, build_report(inputs))
     print(f"wrote {args.out} ({Path(args.out).stat().st_size / 1e6:.1f} MB)")
     if args.json:
-        print(json.dumps(_summary(args, info, preds, inputs, source)))
+        summary = _summary(args, info, preds, inputs, source)
+        if inputs.split_map is not None:
+            summary["split_map"] = {**inputs.split_map.to_json(preds.names),
+                                    "image": _map_image(inputs.split_map, args.out)}
+        print(json.dumps(summary, default=str))
     return 0
 
 
@@ -134,6 +147,45 @@ def _rating_attention(inputs, preds, info, tok, device, args) -> None:
     inputs.examples = {c: predictor.predict(preds.frame["text"].iloc[row])
                        for c, row in word_attention.example_rows(preds).items()
                        if row is not None}
+
+
+def _split_map(inputs, preds, model, tok, info, args) -> None:
+    """The map section: vectors (cached or one pass), projection, neighbours, slices, and
+    the per-rating drivers on a sample (Integrated Gradients: minutes)."""
+    from ..analysis import drivers, map_summary
+    from ..inference import Predictor
+    from ..progress import TqdmProgress
+    sample = drivers.DEFAULT_SAMPLE if args.drivers_sample is None else args.drivers_sample
+    if sample < 0:
+        raise UsageError("--drivers-sample must be 0 or more")
+    predictor = Predictor.from_checkpoint(info.path, model.device) if sample else None
+    n_drivers = min(sample, preds.n)
+    flagged = inputs.issues.flagged if inputs.issues is not None else None
+    with TqdmProgress(preds.n, "sentence vectors") as vec_bar, \
+            TqdmProgress(n_drivers, "drivers (Integrated Gradients)") as ig_bar:
+        sm = map_summary.summarise(preds, model, tok, predictor, flagged=flagged, method=args.map,
+                                   drivers_sample=sample, progress=vec_bar,
+                                   drivers_progress=ig_bar, use_cache=not args.no_cache,
+                                   min_count=args.min_count)
+    inputs.split_map = sm
+    print(f"map: {sm.projection.title}; neighbour agreement {sm.neighbours.mean_agreement:.1%}, "
+          f"k-NN accuracy {sm.reading.knn_accuracy:.1%}")
+    if sm.drivers is not None and sm.drivers.seconds_per_1000:
+        print(f"drivers: {len(sm.drivers.rows):,} reviews, "
+              f"{sm.drivers.seconds_per_1000 / 60:.1f} min per 1,000 reviews")
+
+
+def _map_image(sm, out) -> dict:
+    """The projector as a PNG beside the report (kaleido); its path, or why not."""
+    from ..analysis.map_figures import png_bytes
+    from ..fsio import atomic_write
+    path = Path(out).with_suffix(".map.png")
+    try:
+        data = png_bytes(sm.figure)
+        atomic_write(path, lambda tmp: Path(tmp).write_bytes(data))
+        return {"png": str(path)}
+    except Exception as e:  # noqa: BLE001 - kaleido/Chromium missing or failing: say so
+        return {"png": None, "why": f"{type(e).__name__}: {str(e)[:200]}"}
 
 
 def _compare(inputs, preds, info, reviews, max_length, args, source) -> None:

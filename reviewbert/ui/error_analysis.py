@@ -35,9 +35,10 @@ from ..examples import Review
 from ..labels import get_scheme
 from ..markdown import md_code
 from ..report import CLEAN_CAVEAT, METRIC_NAMES, ReportInputs, build_report, fmt_metric
-from . import cached_model, checkpoints, explanations, prediction, state
+from . import cached_model, checkpoints, explanations, prediction, slice_filter, state
 
-TABS = ("Overview", "Errors", "Label issues", "Per-rating attention", "Compare", "Export")
+TABS = ("Overview", "Errors", "Label issues", "Per-rating attention", "Map", "Drivers", "Slices",
+        "Compare", "Export")
 SOURCES = ("test split", "data file", "upload")
 SORTS = {"star distance": "largest star distance first",
          "confidence when wrong": "most confident mistakes first",
@@ -503,6 +504,10 @@ def compare_section(preds, info, choice: Choice) -> None:
                 st.session_state[state.ERR_COMPARE_RUN] = run_key
                 st.rerun()
             return
+    issues = _issues(_key(preds), preds)[0]
+    rows = slice_filter.pick(preds, None if issues is None else issues.flagged)
+    if rows is not None:
+        preds, preds_b = slice_filter.subset(preds, rows), slice_filter.subset(preds_b, rows)
     cmp = compare(preds, preds_b)
     st.dataframe(pd.DataFrame({
         "metric": ["reviews", *METRIC_NAMES.values()],

@@ -117,6 +117,37 @@ ERR_FIG = "err_fig"                        # selectbox: the figure to export
 ERR_PNG = "err_png"                        # (figure key, PNG bytes)
 ERR_REPORT = "err_report"                  # (input key, HTML str) of the built report
 
+# --- the Error analysis page's Map, Drivers and Slices tabs (ui/split_map.py) ----------
+MAP_METHOD = "map_method"                  # selectbox: PCA/UMAP, 2-D/3-D
+MAP_COLOR = "map_color"                    # selectbox: what colours the points
+MAP_POOLING = "map_pooling"                # radio: [CLS] or mean of the tokens
+MAP_LAYER = "map_layer"                    # selectbox: hidden-state index of the vectors
+MAP_RUN = "map_run"                        # (predictions key, vectors, method) asked for
+MAP_CHART = "map_chart"                    # plotly_chart selection: points, box or lasso
+MAP_TABLE = "map_table"                    # prefix: dataframe selection of the selected reviews
+MAP_SELECTION = "map_selection"            # (predictions key, rows): the last map selection
+MAP_SLICE_NAME = "map_slice_name"          # text_input: name to save the selection under
+MAP_FLASH = "map_flash"                    # (kind, message) shown once after saving a slice
+DRV_SAMPLE = "drv_sample"                  # selectbox: reviews to explain
+DRV_RUN = "drv_run"                        # (predictions key, sample) asked for
+DRV_BY = "drv_by"                          # radio: by predicted rating or confusion cell
+DRV_CELL = "drv_cell"                      # selectbox: the (true, predicted) cell
+DRV_MIN = "drv_min"                        # number_input: minimum reviews per word
+DRV_HIDE = "drv_hide"                      # checkbox: hide stop-words and punctuation
+SLC_SOURCES = "slc_sources"                # multiselect: source files
+SLC_LENGTHS = "slc_lengths"                # multiselect: length buckets
+SLC_ISSUE = "slc_issue"                    # radio: any / flagged / not flagged
+SLC_CONTAINS = "slc_contains"              # text_input: word or phrase
+SLC_USE_SELECTION = "slc_use_selection"    # checkbox: only the map's selection
+SLC_TRUE = "slc_true"                      # multiselect: true ratings
+SLC_PRED = "slc_pred"                      # multiselect: predicted ratings
+SLC_NAME = "slc_name"                      # text_input: name to save the slice under
+SLC_SAVED = "slc_saved"                    # selectbox: a saved slice to show or delete
+SLC_TABLE = "slc_table"                    # prefix: dataframe selection of a slice's reviews
+CMP_SLICE = "cmp_slice"                    # selectbox: the Compare tab's saved slice
+PREDICT_NEIGHBOURS = "predict_neighbours"  # (checkpoint key, text, (preds, idx, sim) or None):
+                                           # the Predict page's nearest reviews, kept across reruns
+
 # --- "Which words mattered?" (ui/explain_views) and the Faithfulness page -------------
 WW_PREFIX = "ww"                           # prefix: the Predict page's section: ww_layer,
                                            # ww_head, ww_steps (selectboxes), ww_run (button),

@@ -114,7 +114,7 @@ def demo(tmp_path_factory, data_dir):
     out = d.parent / "report.html"
     t0 = time.perf_counter()
     res = cli("report", "--checkpoint", d, "--out", out, "--precision", PRECISION,
-              "--no-attention", "--json", timeout=600)
+              "--no-attention", "--drivers-sample", "0", "--json", timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     return d, out, json.loads(res.stdout.strip().splitlines()[-1]), time.perf_counter() - t0
 

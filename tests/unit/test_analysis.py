@@ -242,7 +242,9 @@ def test_cache_written_reused_and_never_stale(ckpt):
     first = _run(ckpt, REVIEWS)
     assert not first.cached and first.folder.parent == ckpt / ".analysis"
     files = sorted(p.name for p in first.folder.iterdir())
-    assert files == ["meta.json", "predictions.parquet"]
+    # the sentence vectors come with the predictions (issue 26: the split map)
+    assert files == ["embeddings-cls-L2.json", "embeddings-cls-L2.npy", "meta.json",
+                     "predictions.parquet"]
     meta = json.loads((first.folder / "meta.json").read_text())
     assert meta["data"]["n"] == 30 and meta["precision"] == "fp32" and meta["max_length"] == 32
     again = _run(ckpt, REVIEWS)

@@ -32,6 +32,8 @@ RTOL = 1e-3
 # Flags added to a subcommand since the redesign, on purpose: {command: [flag]}
 ADDED: dict[str, list[str]] = {
     "search": ["--preset"],          # issue 28: the seed report's grid
+    "evaluate": ["--embedding-layer", "--embedding-pooling", "--save-embeddings"],   # issue 26
+    "report": ["--drivers-sample", "--map"],                                          # issue 26
 }
 
 
