@@ -87,7 +87,8 @@ def test_every_method_gives_one_score_per_word(tiny):
         assert np.isfinite(r.scores).all() and r.target == pred.label_id
     signed = {r.method: r.signed for r in results}
     assert signed == {"raw_attention": False, "rollout": False, "value_norm": False,
-                      "grad_x_input": True, "integrated_gradients": True}
+                      "grad_x_input": True, "integrated_gradients": True, "lime": True,
+                      "occlusion": True}
     for r in results[:3]:                          # attention methods: shares of the words
         assert r.scores.sum() == pytest.approx(1.0, abs=1e-5)
 
@@ -313,7 +314,7 @@ def test_all_methods_on_real_test_reviews_of_32_and_256_tokens(data_dir):
         for r in results:
             assert r.scores.shape == (len(pred.words),), (r.method, want)
             assert np.isfinite(r.scores).all() and np.abs(r.scores).sum() > 0
-        ig = results[-1]
+        ig = next(r for r in results if r.method == "integrated_gradients")
         assert ig.n_steps in (16, 32, 64) and np.isfinite(ig.relative_delta)
         assert E.reading(results, pred).endswith(".")
 
