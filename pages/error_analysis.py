@@ -20,8 +20,8 @@ preds = error_analysis.evaluation(info, choice)
 if preds is None:
     st.stop()
 
-overview, errors, issues, words, compare, export = st.tabs(error_analysis.TABS, key=state.ERR_TAB,
-                                                           on_change="rerun")
+overview, errors, issues, words, brittle, compare, export = st.tabs(
+    error_analysis.TABS, key=state.ERR_TAB, on_change="rerun")
 # Only the open tab runs: the browser's attention views and the exports cost seconds.
 if overview.open:
     with overview:
@@ -36,6 +36,9 @@ if issues.open:
 if words.open:
     with words:
         error_analysis.rating_attention(preds, predictor)
+if brittle.open:
+    with brittle:
+        error_analysis.brittleness(info, predictor, choice)
 if compare.open:
     with compare:
         error_analysis.compare_section(preds, info, choice)
