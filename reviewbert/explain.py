@@ -83,7 +83,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -600,20 +599,20 @@ def explain(predictor, pred, methods=None) -> list[TokenScores]:
 def spearman_matrix(results: list[TokenScores]) -> np.ndarray:
     """Spearman rank correlation between every pair of methods' word scores
     ([m, m], NaN where undefined: fewer than 3 words, or a constant score vector)."""
-    from scipy.stats import spearmanr
+    from scipy.stats import rankdata
     m = len(results)
     rho = np.full((m, m), np.nan)
     np.fill_diagonal(rho, 1.0)
     if m < 2 or len(results[0].scores) < 3:
         return rho
-    X = np.stack([np.asarray(r.scores, dtype=np.float64) for r in results], axis=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # a constant column: NaN is the honest answer
-        r = spearmanr(X).statistic
-    if np.ndim(r) == 0:                   # two methods: scipy returns the one number
-        r = np.array([[1.0, r], [r, 1.0]])
-    rho = np.array(r, dtype=np.float64)
-    np.fill_diagonal(rho, 1.0)
+    # Spearman's ρ is Pearson's r of the (average-tie) ranks, pair by pair: scipy's
+    # spearmanr on the whole matrix returns a single NaN as soon as one column is constant
+    # (a method that scores every word alike), which would blank every other pair too.
+    ranks = np.stack([rankdata(np.asarray(r.scores, dtype=np.float64)) for r in results])
+    for i in range(m):
+        for j in range(i + 1, m):
+            if np.ptp(ranks[i]) > 0 and np.ptp(ranks[j]) > 0:
+                rho[i, j] = rho[j, i] = float(np.corrcoef(ranks[i], ranks[j])[0, 1])
     return rho
 
 

@@ -273,6 +273,12 @@ def test_spearman_matrix_and_undefined_cases():
     assert two.shape == (2, 2) and two[0, 1] == pytest.approx(rho[0, 1])
     short = E.spearman_matrix([_scores("rollout", [1, 2]), _scores("raw_attention", [2, 1])])
     assert np.isnan(short[0, 1])                                   # 2 words: no ranking to compare
+    # a constant method blanks only its own pairs (scipy's spearmanr on the whole matrix
+    # returned one NaN for all of them, and the reading indexed past it)
+    d = _scores("value_norm", [0.1, 0.7, 0.3, 0.2])
+    three = E.spearman_matrix([c, a, d])
+    assert three.shape == (3, 3) and np.isnan(three[0, 1]) and np.isnan(three[0, 2])
+    assert three[1, 2] == pytest.approx(spearmanr(a.scores, d.scores).statistic)
 
 
 def test_reading_names_agreement_punctuation_and_evidence_against():
