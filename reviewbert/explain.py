@@ -480,8 +480,14 @@ def _per_word(pred, word_values) -> tuple[np.ndarray, np.ndarray]:
 class Occlusion:
     """Each word deleted in turn (Captum's FeatureAblation, words as features): its score
     is p(ŷ | x) − p(ŷ | x without it). That is ERASER's comprehensiveness of that one word,
-    so this method is close to being graded on its own arithmetic."""
+    so this method is close to being graded on its own arithmetic.
+
+    ``batched=False``: Captum's default, one perturbed review per forward pass (the
+    benchmark's baseline)."""
     name, label, signed, gradient = "occlusion", "Occlusion", True, False
+
+    def __init__(self, batched: bool = True):
+        self.batched = batched
 
     def run(self, predictor, pred) -> TokenScores:
         from captum.attr import FeatureAblation
@@ -491,7 +497,7 @@ class Occlusion:
         with torch.inference_mode(False), torch.no_grad():
             attr = FeatureAblation(fwd).attribute(
                 x, baselines=DELETED, target=int(pred.label_id), feature_mask=mask,
-                perturbations_per_eval=max(1, len(pred.words)))
+                perturbations_per_eval=max(1, len(pred.words)) if self.batched else 1)
         first = {w: attr[0, j] for j, w in reversed(list(enumerate(mask[0].tolist())))}
         words, pieces = _per_word(pred, [float(first[w]) for w in range(len(pred.words))])
         return _result(self, pred, words, pieces,
@@ -531,8 +537,10 @@ class Lime:
     name, label, signed, gradient = "lime", "LIME", True, False
 
     def __init__(self, n_samples: int = LIME_SAMPLES, seed: int = 0,
-                 kernel_width: float = LIME_KERNEL_WIDTH):
+                 kernel_width: float = LIME_KERNEL_WIDTH, batched: bool = True):
+        """``batched=False``: Captum's default, one sample per forward pass (a baseline)."""
         self.n_samples, self.seed, self.kernel_width = int(n_samples), int(seed), float(kernel_width)
+        self.batched = batched
 
     def run(self, predictor, pred) -> TokenScores:
         from captum._utils.models.linear_model import SkLearnRidge
@@ -546,7 +554,7 @@ class Lime:
         with torch.inference_mode(False), torch.no_grad():
             coefs = lime.attribute(x, baselines=DELETED, target=int(pred.label_id),
                                    feature_mask=mask, n_samples=self.n_samples,
-                                   perturbations_per_eval=self.n_samples,
+                                   perturbations_per_eval=self.n_samples if self.batched else 1,
                                    return_input_shape=False)
         words, pieces = _per_word(pred, coefs.detach().double().cpu().numpy())
         return _result(self, pred, words, pieces,

@@ -454,6 +454,11 @@ class Predictor:
         out = np.zeros((len(rows), n_classes), dtype=np.float32)
         if not rows:
             return out
+        if len(rows) == 1 and precision == "fp32" and self.fast is not None:
+            # one row alone: the Predict page's own exact pass (oneDNN-packed weights)
+            logits, _ = self.fast(torch.as_tensor(rows[0], dtype=torch.long, device=self.device))
+            out[0] = logits.float().cpu().numpy()
+            return out
         budget = int(tokens_per_batch or self.BATCH_TOKENS)
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
         pad = self.tokenizer.pad_token_id or 0
