@@ -503,7 +503,8 @@ class Counterfactuals:
         scheme = pred.scheme
         k = int(pred.label_id)
         return {"text": pred.text, "label": pred.label, "label_id": k,
-                "stars": list(scheme.stars_of(k)),
+                "stars": list(scheme.stars_of(k)), "max_length": pred.max_length,
+                "recheck": RECHECK,
                 "probabilities": {n: round(float(p), 6) for n, p in zip(scheme.names, pred.probs)},
                 "deletion": {"found": self.deletion.found,
                              "words": [pred.words[i] for i in self.deletion.words],
@@ -512,6 +513,12 @@ class Counterfactuals:
                 "hotflip_rules": HOTFLIP_RULES,
                 "counterfactuals": [cf.to_json(scheme) for cf in self.all()],
                 "passes": dict(self.passes), "seconds": round(self.seconds, 3)}
+
+
+RECHECK = ("AutoModelForSequenceClassification.from_pretrained(CHECKPOINT, dtype=torch.float32) "
+           "on tokenizer(text, truncation=True, max_length=max_length): the same class, "
+           "probabilities within 1e-5 (fp32 weights: a float16 checkpoint run in float16 moves "
+           "them by ~1e-3)")
 
 
 def counterfactuals(predictor, pred, method: str = DEFAULT_METHOD, max_words: int = MAX_WORDS,
