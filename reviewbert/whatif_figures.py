@@ -46,6 +46,15 @@ def _mark(text: str, rgb, struck: bool) -> str:
             f'border-radius:3px; padding:0 2px">{html.escape(text)}</span>')
 
 
+MAX_MARKED = 2000
+"""More changed words than this (a whole other text pasted in): the edit is drawn as typed,
+unmarked, rather than as thousands of marks (a 100,000-character paste would be ~4 MB)."""
+
+
+def too_many_changes(changes) -> bool:
+    return sum(len(c.old) + len(c.new) for c in changes if c.op != "equal") > MAX_MARKED
+
+
 def diff_html(before_text: str, before_spans, after_text: str, after_spans, changes,
               css_class: str = "rb-diff") -> str:
     """The edited text as typed, words added on green, removed ones struck through on red
@@ -53,7 +62,7 @@ def diff_html(before_text: str, before_spans, after_text: str, after_spans, chan
     ``whatif.diff_words`` of the two word lists; spans are the words' character spans in
     each text (``whatif.text_diff`` gives all three)."""
     out, pos = [], 0
-    for c in changes:
+    for c in ([] if too_many_changes(changes) else changes):
         if c.op in ("delete", "replace"):
             if c.new:       # removed words go before the words that replaced them
                 s = after_spans[c.new[0]][0]

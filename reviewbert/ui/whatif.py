@@ -142,7 +142,9 @@ def _show_comparison(predictor, cmp: whatif.Comparison, key_prefix: str) -> None
                     key=f"{key_prefix}_probs", config={"displayModeBar": False})
     diff = whatif.text_diff(predictor.tokenizer, before.text, after.text)
     st.markdown(f"**The edit**: {diff.added} word{'s' * (diff.added != 1)} added (green), "
-                f"{diff.removed} removed (struck through, red).")
+                f"{diff.removed} removed (struck through, red)."
+                + (f" More than {whatif_figures.MAX_MARKED:,} changed words: the edit is shown "
+                   "as typed, unmarked." if whatif_figures.too_many_changes(diff.changes) else ""))
     st.markdown(whatif_figures.diff_html(diff.before, diff.before_spans, diff.after,
                                          diff.after_spans, diff.changes), unsafe_allow_html=True)
     b, a = cmp.before_scores, cmp.after_scores
@@ -165,6 +167,7 @@ def _history(pred, s: dict, key_prefix: str) -> None:
     st.markdown(f"**Edits kept** (the last {hist.size}, newest first), against the original "
                 f"({md_escape(pred.label)}, {pred.probs[pred.label_id]:.0%}):")
     rows = pd.DataFrame(hist.rows(pred.scheme, pred.probs))
+    rows["text"] = [_preview(t) for t in rows["text"]]
     st.dataframe(rows, hide_index=True, key=f"{key_prefix}_history_table",
                  column_config={"p": st.column_config.NumberColumn(format="%.2f"),
                                 rows.columns[3]: st.column_config.NumberColumn(format="%+.3f"),
@@ -257,6 +260,13 @@ def _send(key_prefix: str, s: dict, texts: list[str]) -> None:
     s["rerun"] = True
 
 
+def _preview(text: str, limit: int = 300) -> str:
+    """A table cell's text: one line, at most ``limit`` characters (the full text goes to
+    the editor with "Compare in the editor")."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _probs_line(pred, cf: whatif.Counterfactual) -> str:
     names = pred.scheme.names
     return ", ".join(f"{md_escape(n)} {p:.1%}" for n, p in zip(names, cf.probs))
@@ -289,7 +299,7 @@ def _show_sentences(pred, occ: whatif.SentenceOcclusion, key_prefix: str) -> Non
     st.plotly_chart(whatif_figures.sentence_bars(occ.sentences, occ.deltas, names),
                     key=f"{key_prefix}_sentences", config={"displayModeBar": False})
     table = pd.DataFrame({"sentence": [f"S{i + 1}" for i in range(len(occ.drops))],
-                          "text": occ.sentences,
+                          "text": [_preview(t) for t in occ.sentences],
                           "rating without it": [names[d.label_id] for d in occ.drops]})
     for c, n in enumerate(names):
         table[f"Δ {n}"] = occ.deltas[:, c]
@@ -319,7 +329,7 @@ def _show_hotflip(pred, hf: whatif.HotFlip) -> None:
             "swap": [cf.what for cf in swaps], "rating after": [names[cf.label_id] for cf in swaps],
             f"p({names[c]}) after": [float(cf.probs[c]) for cf in swaps],
             "first-order estimate": [cf.estimate for cf in swaps],
-            "text": [cf.text for cf in swaps]}), hide_index=True,
+            "text": [_preview(cf.text) for cf in swaps]}), hide_index=True,
             column_config={f"p({names[c]}) after": st.column_config.NumberColumn(format="%.3f"),
                            "first-order estimate": st.column_config.NumberColumn(format="%+.2f"),
                            "text": st.column_config.TextColumn(width="large")})
