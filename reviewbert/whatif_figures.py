@@ -105,6 +105,8 @@ def word_change_bars(rows: list[dict], method_label: str, top: int = 25) -> go.F
     """The ``top`` words whose score changed most (``Comparison.word_rows``): kept words in
     blue (score after − before), added in green, removed in red (the score they had)."""
     rows = [r for r in rows if r["change"] is not None]
+    biggest = max((abs(r["change"]) for r in rows), default=0.0)
+    rows = [r for r in rows if abs(r["change"]) > 1e-6 * biggest]     # unchanged words: no bar
     rows = sorted(rows, key=lambda r: -abs(r["change"]))[:top]
     color = {"kept": AFTER_COLOR, "added": "rgb(42,157,92)", "removed": "rgb(214,39,40)"}
     labels = [f"{plotly_text(r['word'], 30)} ({r['op']})" for r in rows]

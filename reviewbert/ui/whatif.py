@@ -96,11 +96,13 @@ def _load(key_prefix: str, s: dict, text: str, compare_now: bool = True) -> None
 def _compare(predictor, pred, text: str, method: str, s: dict, record: bool = True) -> None:
     """Predict the edit, compare it with the original and keep it in the history."""
     if not text.strip():
+        s["cmp"] = None
         st.info("The editor is empty: type a review to compare (or press **Edit and "
                 "compare** to start again from the original).")
         return
     after = predictor.predict(text)
     if not after.words:
+        s["cmp"] = None
         st.info(UNREADABLE)
         return
     try:
@@ -216,8 +218,10 @@ def counterfactual_section(predictor, pred, key_prefix: str) -> None:
         if found is None:
             guess = SECONDS_PER_TOKEN[0] * pred.n_tokens
             when = f" (about {guess:.1f} s)" if guess else ""
-            if not st.button(f"Find counterfactuals{when}", key=f"{key_prefix}_cf_run"):
+            slot = st.empty()      # the button, gone once it has done its work
+            if not slot.button(f"Find counterfactuals{when}", key=f"{key_prefix}_cf_run"):
                 return
+            slot.empty()
             found = s["cf"][method] = _find(predictor, pred, method)
         _show_counterfactuals(predictor, pred, found, key_prefix, s)
     section()
@@ -368,12 +372,14 @@ def brittleness_tab(predictor, info, reviews, source: str, weights: str,
                                 brittleness.describe_sample(texts, stars, source, 0), settings)
     result = brittleness.load_run(brittleness.cache_paths(info.path, key)[0])
     if result is None:
-        if not st.button(f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run"):
+        slot = st.empty()
+        if not slot.button(f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run"):
             earlier = brittleness.list_runs(info.path, weights)
             if earlier:
                 st.caption(f"{len(earlier)} earlier run(s) of this checkpoint are cached; "
                            "pick their settings above to see one.")
             return
+        slot.empty()
         result = _run_brittleness(predictor, info, texts, stars, settings, source)
     show_brittleness(result, key_prefix)
 
