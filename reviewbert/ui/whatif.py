@@ -30,6 +30,15 @@ COMPARE_CLASS = "rb-compare"     # the two highlighted versions (not rb-highligh
 SECONDS_PER_TOKEN = [0.0]         # the last counterfactual run's pace, for the button's estimate
 
 
+def _threads(predictor):
+    """The Predict page's rule: one torch thread fewer while a run trains on this CPU."""
+    from ..device import cpu_threads, threads_beside_training
+    from ..runs import device_busy
+    from .checkpoints import checkpoints_root
+    busy = predictor.device.type == "cpu" and device_busy(checkpoints_root())
+    return cpu_threads(threads_beside_training(busy))
+
+
 def _state(prefix: str, predictor, pred) -> dict:
     """This review's what-if state: editor open?, history, comparison, counterfactuals."""
     slot = f"{prefix}_state"
@@ -100,13 +109,14 @@ def _compare(predictor, pred, text: str, method: str, s: dict, record: bool = Tr
         st.info("The editor is empty: type a review to compare (or press **Edit and "
                 "compare** to start again from the original).")
         return
-    after = predictor.predict(text)
+    with _threads(predictor):
+        after = predictor.predict(text)
     if not after.words:
         s["cmp"] = None
         st.info(UNREADABLE)
         return
     try:
-        with st.spinner(f"{explain.LABELS[method]} of both versions…"):
+        with st.spinner(f"{explain.LABELS[method]} of both versions…"), _threads(predictor):
             cmp = whatif.compare(predictor, pred, after, method)
     except explain.Unsupported as e:
         st.warning(f"{explain.LABELS[method]} is not available for this model: {e}")
@@ -234,7 +244,8 @@ def _find(predictor, pred, method: str) -> whatif.Counterfactuals:
     def progress(step, total, what):
         bar.progress(step / total, text=nxt[step])
     t0 = time.perf_counter()
-    found = whatif.counterfactuals(predictor, pred, method, progress=progress)
+    with _threads(predictor):
+        found = whatif.counterfactuals(predictor, pred, method, progress=progress)
     SECONDS_PER_TOKEN[0] = (time.perf_counter() - t0) / max(pred.n_tokens, 1)
     bar.empty()
     return found
@@ -390,8 +401,9 @@ def _run_brittleness(predictor, info, texts, stars, settings, source):
     def progress(done, total, elapsed, eta):
         bar.progress(done / total, text=f"{done}/{total} reviews · {elapsed:.0f} s so far · "
                                         f"about {eta:.0f} s left")
-    result = brittleness.run(predictor, info.path, texts, stars, settings, source=source,
-                             progress=progress)
+    with _threads(predictor):
+        result = brittleness.run(predictor, info.path, texts, stars, settings, source=source,
+                                 progress=progress)
     bar.empty()
     if result.cache_error:
         st.warning(result.cache_error)
