@@ -510,7 +510,20 @@ def verdict(result: FaithfulnessRun, summary: dict | None = None) -> list[str]:
                        f"f(baseline) on {over:.0%} of the reviews (at up to "
                        f"{result.settings.get('ig_max_steps', result.settings['ig_steps'])} "
                        "steps): those attributions do not quite add up.")
+    if "occlusion" in names:
+        out.append(_occlusion_note(summary, lab))
     return out
+
+
+def _occlusion_note(summary: dict, labels: dict) -> str:
+    """Occlusion is graded on nearly its own arithmetic: say so, with its two numbers."""
+    c = summary["occlusion"]["comprehensiveness"]["aopc"].mean
+    s = summary["occlusion"]["sufficiency"]["aopc"].mean
+    return (f"Read {labels.get('occlusion', 'occlusion')} with care: its score of a word *is* "
+            "the comprehensiveness of deleting that word alone, so at small k the measure "
+            "repeats the method (comprehensiveness AOPC "
+            f"{c:.3f}); deleting several top words at once and keeping only them (sufficiency "
+            f"AOPC {s:.3f}) are the fairer tests of it.")
 
 
 def summary_json(result: FaithfulnessRun, summary: dict | None = None) -> dict:

@@ -157,6 +157,10 @@ def test_summary_verdict_and_json(ckpt, texts):
     lines = FA.verdict(res, summary)
     assert "most faithful method on this model" in lines[0]
     assert any("Raw attention" in line and "random" in line for line in lines)
+    assert any("its score of a word *is* the comprehensiveness" in line for line in lines)
+    only = FA.FaithfulnessRun(**{**res.__dict__, "settings": {**res.settings,
+                                                              "methods": ["raw_attention"]}})
+    assert not any("comprehensiveness of deleting" in line for line in FA.verdict(only))
     assert len(FA.table_rows(res, summary)) == 2 * 8           # 7 methods and random
 
 
