@@ -486,7 +486,9 @@ def _word_attention_if_ready(preds, predictor):
 def brittleness(info, predictor, choice: Choice) -> None:
     """The Brittleness tab over the chosen reviews (``ui/whatif.py``)."""
     from .faithfulness import weights_hash
-    whatif.brittleness_tab(predictor, info, choice.reviews, describe(choice.source),
+    # "test split", as the CLI and the Faithfulness page name it: the same cache entries
+    source = "test split" if choice.source.get("kind") == "test split" else describe(choice.source)
+    whatif.brittleness_tab(predictor, info, choice.reviews, source,
                            weights_hash(str(info.path), cached_model.mtime(info.path)),
                            key_prefix=state.ERR_BRITTLE_PREFIX)
 

@@ -366,16 +366,22 @@ def brittleness_tab(predictor, info, reviews, source: str, weights: str,
                "predicted rating (greedy along one explanation's ranking, then pruned, every "
                "flip checked by an exact pass), up to a limit. A model that changes its mind "
                "when one word goes is brittle; compare the correct predictions with the wrong.")
+    # the newest cached run of these weights and reviews, if any, sets the defaults
+    last = next((r for r in brittleness.list_runs(info.path, weights)
+                 if r.sample.get("source") == source and r.n <= len(reviews)), None)
     c1, c2, c3 = st.columns(3)
-    n = int(c1.number_input("Reviews", 1, len(reviews), min(100, len(reviews)), step=50,
-                            key=f"{key_prefix}_n", help=f"The first n of one fixed shuffle of "
-                                                        f"the {len(reviews):,} reviews"))
+    n = int(c1.number_input("Reviews", 1, len(reviews), last.sample["n"] if last else
+                            min(100, len(reviews)), step=50, key=f"{key_prefix}_n",
+                            help=f"The first n of one fixed shuffle of the {len(reviews):,} "
+                                 "reviews (the Faithfulness page's sample)"))
     names = list(explain.METHOD_NAMES)
-    method = c2.selectbox("Ranking", names, index=names.index(brittleness.DEFAULT_METHOD),
+    method = c2.selectbox("Ranking", names, index=names.index(
+                              last.settings["method"] if last else brittleness.DEFAULT_METHOD),
                           format_func=explain.LABELS.get, key=f"{key_prefix}_method",
                           help="Occlusion (the default) finds the most flips; value norm is "
                                "fastest but misses many")
-    top = int(c3.number_input("At most words", 1, 50, whatif.MAX_WORDS, key=f"{key_prefix}_max"))
+    top = int(c3.number_input("At most words", 1, 50, int(last.settings["max_words"]) if last
+                              else whatif.MAX_WORDS, key=f"{key_prefix}_max"))
     chosen = [reviews[i] for i in brittleness.sample(len(reviews), n, 0)]
     texts, stars = [r.text for r in chosen], [r.stars for r in chosen]
     settings = brittleness.Settings(method, top).resolved(predictor.device)
