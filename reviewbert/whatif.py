@@ -167,10 +167,11 @@ class Checker:
         self.memo: dict[tuple[str, str], np.ndarray] = {}
         self.passes = {"search": 0, "verify": 0}
 
-    def _probs(self, texts: list[str], precision: str, what: str) -> np.ndarray:
+    def _probs(self, texts: list[str], precision: str, what: str, rows=None) -> np.ndarray:
         todo = list(dict.fromkeys(t for t in texts if (t, precision) not in self.memo))
         if todo:
-            rows = self.predictor.encode_rows(todo)
+            known = dict(zip(texts, rows)) if rows is not None else {}
+            rows = ([known[t] for t in todo] if known else self.predictor.encode_rows(todo))
             if self.one_at_a_time:
                 logits = np.stack([self._one(r) for r in rows])
             else:
@@ -189,8 +190,9 @@ class Checker:
         logits, _ = p.fast(torch.tensor(row, dtype=torch.long, device=p.device))
         return logits.float().cpu().numpy()
 
-    def search(self, texts: list[str]) -> np.ndarray:
-        return self._probs(texts, self.search_precision, "search")
+    def search(self, texts: list[str], rows: list[list[int]] | None = None) -> np.ndarray:
+        """``rows``: the texts' token ids when the caller has them already (else encoded)."""
+        return self._probs(texts, self.search_precision, "search", rows)
 
     def verify(self, texts: list[str]) -> list[Verified]:
         if self.verify_precision == "fp32":
@@ -460,19 +462,18 @@ def hotflip(checker, pred, show: int = HOTFLIP_SHOW, n_candidates: int = HOTFLIP
 
 def _verified_swaps(checker, pred, ids, cands, tokens, toward: int, show: int,
                     result: HotFlip) -> list[Counterfactual]:
-    texts, kept = [], []
-    for pos, tok, est in cands:
-        s, e = pred.word_spans[pred.word_ids[pos]]
-        text = apply_edits(pred.text, [(s, e, tokens[tok])])
-        want = list(ids)
-        want[pos] = tok
-        if checker.predictor.encode_rows([text])[0] != want:
+    edits = [(pos, tok, est, *pred.word_spans[pred.word_ids[pos]]) for pos, tok, est in cands]
+    every = [apply_edits(pred.text, [(s, e, tokens[tok])]) for _, tok, _, s, e in edits]
+    texts, rows, kept = [], [], []
+    for text, row, (pos, tok, est, s, e) in zip(every, checker.predictor.encode_rows(every), edits):
+        if row != ids[:pos] + [tok] + ids[pos + 1:]:
             result.dropped += 1            # the tokenizer would read something else
             continue
         texts.append(text)
+        rows.append(row)
         kept.append((pos, tok, est, s, e))
     result.tried += len(texts)
-    probs = checker.search(texts)
+    probs = checker.search(texts, rows)
     gain = probs[:, toward] - pred.probs[toward] if len(texts) else np.zeros(0)
     best = [int(i) for i in np.argsort(-gain, kind="stable")[:show]]
     verified = checker.verify([texts[i] for i in best])
