@@ -123,28 +123,33 @@ def test_edit_compare_counterfactuals_and_hostile_edits_offline(page):
     assert norm(edit_text(pg)) == norm(REVIEW.replace(f"{UP},", ","))
 
     for name in HOSTILE:
-        h = BY_NAME[name]
-        compare(pg, h.text)
-        pg.wait_for_function("""frags => {
-            const d = document.querySelector('.rb-diff:not(.rb-cf)');
-            if (!d) return false;
-            const c = d.cloneNode(true);
-            c.querySelectorAll('.rb-removed').forEach(e => e.remove());
-            c.querySelectorAll('br').forEach(e => e.replaceWith('\\n'));
-            const t = c.textContent.replace(/[ \\t\\n\\r\\f]+/g, ' ');
-            return frags.every(f => t.includes(f));
-        }""", arg=[f.replace("\x00", "\ufffd") for f in fragments(h)], timeout=60_000)
-        settle(pg)
-        pg.wait_for_timeout(200)
-        for f in pg.frames:
-            assert f.evaluate(f"() => typeof window.{PWNED}") == "undefined", name
-        injected = pg.evaluate(SCAN, [MARKER, PWNED])
-        assert injected == [], f"{name}: elements made from the text: {injected}"
-        if name == "script tag":
-            pg.get_by_text("The edit:").scroll_into_view_if_needed()
-            shot(pg, "whatif_03_hostile_edit.png", height=2000)
+        hostile_edit(pg, name)
     assert blocked == [], f"requests left localhost: {blocked}"
     assert dialogs == [] and errors == []
+
+
+def hostile_edit(pg, name: str):
+    """A hostile text compared in the editor: drawn as typed, nothing injected or run."""
+    h = BY_NAME[name]
+    compare(pg, h.text)
+    pg.wait_for_function("""frags => {
+        const d = document.querySelector('.rb-diff:not(.rb-cf)');
+        if (!d) return false;
+        const c = d.cloneNode(true);
+        c.querySelectorAll('.rb-removed').forEach(e => e.remove());
+        c.querySelectorAll('br').forEach(e => e.replaceWith('\\n'));
+        const t = c.textContent.replace(/[ \\t\\n\\r\\f]+/g, ' ');
+        return frags.every(f => t.includes(f));
+    }""", arg=[f.replace("\x00", "\ufffd") for f in fragments(h)], timeout=60_000)
+    settle(pg)
+    pg.wait_for_timeout(200)
+    for f in pg.frames:
+        assert f.evaluate(f"() => typeof window.{PWNED}") == "undefined", name
+    injected = pg.evaluate(SCAN, [MARKER, PWNED])
+    assert injected == [], f"{name}: elements made from the text: {injected}"
+    if name == "script tag":
+        pg.get_by_text("The edit:").scroll_into_view_if_needed()
+        shot(pg, "whatif_03_hostile_edit.png", height=2000)
 
 
 def test_brittleness_tab(page):
