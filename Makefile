@@ -49,7 +49,8 @@ load: setup
 	$(PY) -m pytest -m load $(PYTEST_ARGS)
 
 # The whole hostile-text corpus (tests/hostile_texts.py) through the Predict, Error analysis
-# and Inside BERT pages in Chromium (`make test` runs a few of its texts on each page).
+# and Inside BERT pages and the What if? editor in Chromium (`make test` runs a few of its
+# texts on each).
 .PHONY: hostile
 hostile: setup browser
 	$(PY) -m pytest tests/browser/test_browser_hostile.py -m "hostile or not hostile" $(PYTEST_ARGS)

@@ -20,7 +20,7 @@ preds = error_analysis.evaluation(info, choice)
 if preds is None:
     st.stop()
 
-(overview, errors, issues, words, the_map, drivers, slices, compare,
+(overview, errors, issues, words, the_map, drivers, slices, brittle, compare,
  export) = st.tabs(error_analysis.TABS, key=state.ERR_TAB, on_change="rerun")
 # Only the open tab runs: the browser's attention views and the exports cost seconds.
 if overview.open:
@@ -45,6 +45,9 @@ if drivers.open:
 if slices.open:
     with slices:
         split_map.slices_tab(preds)
+if brittle.open:
+    with brittle:
+        error_analysis.brittleness(info, predictor, choice)
 if compare.open:
     with compare:
         error_analysis.compare_section(preds, info, choice)

@@ -1,7 +1,7 @@
 """Predict: paste or sample a review, see its predicted stars and what BERT attends to."""
 import streamlit as st
 
-from reviewbert.ui import cached_model, explanations, frame, predict, prediction, split_map, state
+from reviewbert.ui import cached_model, explanations, frame, predict, prediction, split_map, state, whatif
 
 frame.require()
 
@@ -32,3 +32,4 @@ prediction.bertviz_view(pred, controls)
 prediction.highlight_view(pred, controls)
 explanations.which_words_mattered(predictor, pred, key_prefix=state.WW_PREFIX, controls=controls)
 split_map.predict_page_neighbours(info, predictor, pred)
+whatif.what_if(predictor, pred, key_prefix=state.WHATIF_PREFIX)

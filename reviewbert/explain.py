@@ -1,4 +1,4 @@
-"""Which words mattered? Five explanation methods with one shape, and how far they agree.
+"""Which words mattered? Seven explanation methods with one shape, and how far they agree.
 
 Every method is a small object, as LIT's interpreters are: a ``name`` (the key in
 JSON, caches and the CLI), a ``label`` for people, ``signed`` (can a score speak
@@ -24,11 +24,26 @@ integrated_gradients   yes     Captum's LayerIntegratedGradients on the word emb
                                a [PAD] baseline that keeps [CLS]/[SEP], Gauss-Legendre steps
                                batched through the model; reports Captum's convergence delta
                                and doubles the steps while it is above 5 %
+lime                   yes     Captum's Lime, words as features: LIME_SAMPLES reviews with 1
+                               to n−1 words deleted (lime's text sampling), weighted by
+                               exp(−d²/2σ²) on the cosine distance to the review (σ = 0.25,
+                               lime's text default), a ridge fit (α = 1) to p(ŷ); the word's
+                               coefficient
+occlusion              yes     Captum's FeatureAblation, words as features: p(ŷ | x) −
+                               p(ŷ | x without the word), each word deleted in turn. The
+                               same operation as ERASER's comprehensiveness at one word, so
+                               read its faithfulness scores with that in mind
 =====================  ======  ==============================================================
+
+LIME and occlusion delete words the way the faithfulness measure does: the word's pieces
+are left out of the row the model reads ([CLS] and [SEP] stay), never replaced by [PAD] or
+[MASK]. Their forward passes go through ``Predictor.batch_logits`` (batched, exact fp32).
 
 Written here, and why: rollout and value norms are a few lines of numpy/torch
 (Captum has neither, and bertviz/exBERT only draw raw attention); gradient ×
-input and IG are Captum's, and Spearman is scipy's.
+input, IG, LIME and occlusion are Captum's (LIME's sampler and kernel are lime's text
+explainer's, passed to Captum as its perturb and similarity functions: Captum's default
+kernel measures distance between token ids), and Spearman is scipy's.
 
 What is explained: the predicted class. The gradient methods differentiate its
 log-probability, log p(ŷ | x): unlike a raw logit it does not change when every
@@ -68,7 +83,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -410,6 +424,145 @@ class IntegratedGradients:
                        delta=delta, output_diff=diff, n_steps=n)
 
 
+# ------------------------------------------------------- perturbation methods
+DELETED = -1
+"""A word piece removed from the review (the baseline of LIME's and occlusion's features):
+the row sent to the model simply lacks it, as ERASER's erasure does."""
+LIME_SAMPLES = 200
+"""LIME's perturbed reviews per explanation (Captum's default is 50, the lime package's
+5,000). 200 forward passes of a shortened review: about a second at 128 tokens here."""
+LIME_KERNEL_WIDTH = 0.25
+"""σ of LIME's exponential kernel exp(−d²/2σ²) on the cosine distance d between the kept-word
+vector and all ones: the lime package's text default (width 25 on 100·d)."""
+LIME_RIDGE_ALPHA = 1.0
+"""LIME's surrogate: ridge regression with this penalty, weighted by the kernel (as lime's)."""
+
+
+class _DeletionForward:
+    """Word-piece ids of one review, DELETED where removed → p(class | what is left) [B, C],
+    batched through ``Predictor.batch_logits`` (exact fp32). [CLS] and [SEP] always stay."""
+
+    def __init__(self, predictor, ids: list[int], word_ids: list[int | None]):
+        self.predictor, self.ids = predictor, list(ids)
+        self.word_pos = [i for i, w in enumerate(word_ids) if w is not None]
+        self.passes = 0
+
+    def features(self, word_ids) -> tuple[torch.Tensor, torch.Tensor]:
+        """(the word pieces' ids [1, n], their word index [1, n]: one feature per word)."""
+        x = torch.tensor([[self.ids[i] for i in self.word_pos]], dtype=torch.long)
+        mask = torch.tensor([[word_ids[i] for i in self.word_pos]], dtype=torch.long)
+        return x, mask
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        rows = []
+        for values in x.tolist():
+            row = list(self.ids)
+            for pos, v in zip(self.word_pos, values):
+                row[pos] = v
+            rows.append([t for t in row if t != DELETED])
+        self.passes += len(rows)
+        from .inference import softmax
+        return torch.from_numpy(softmax(self.predictor.batch_logits(rows)))
+
+
+def _per_word(pred, word_values) -> tuple[np.ndarray, np.ndarray]:
+    """One value per word → (word scores [n_words], per-piece scores [n_tokens]: each piece
+    a share of its word's value, so pieces sum to their word as in :func:`word_sum`)."""
+    words = np.asarray(word_values, dtype=np.float64).reshape(-1)
+    pieces = np.zeros(len(pred.word_ids))
+    counts = np.bincount([w for w in pred.word_ids if w is not None], minlength=len(words))
+    for i, w in enumerate(pred.word_ids):
+        if w is not None:
+            pieces[i] = words[w] / counts[w]
+    return words.astype(np.float32), pieces.astype(np.float32)
+
+
+class Occlusion:
+    """Each word deleted in turn (Captum's FeatureAblation, words as features): its score
+    is p(ŷ | x) − p(ŷ | x without it). That is ERASER's comprehensiveness of that one word,
+    so this method is close to being graded on its own arithmetic.
+
+    ``batched=False``: Captum's default, one perturbed review per forward pass (the
+    benchmark's baseline)."""
+    name, label, signed, gradient = "occlusion", "Occlusion", True, False
+
+    def __init__(self, batched: bool = True):
+        self.batched = batched
+
+    def run(self, predictor, pred) -> TokenScores:
+        from captum.attr import FeatureAblation
+        t0 = time.perf_counter()
+        fwd = _DeletionForward(predictor, token_ids(predictor, pred), pred.word_ids)
+        x, mask = fwd.features(pred.word_ids)
+        with torch.inference_mode(False), torch.no_grad():
+            attr = FeatureAblation(fwd).attribute(
+                x, baselines=DELETED, target=int(pred.label_id), feature_mask=mask,
+                perturbations_per_eval=max(1, len(pred.words)) if self.batched else 1)
+        first = {w: attr[0, j] for j, w in reversed(list(enumerate(mask[0].tolist())))}
+        words, pieces = _per_word(pred, [float(first[w]) for w in range(len(pred.words))])
+        return _result(self, pred, words, pieces,
+                       f"{len(pred.words)} words deleted one at a time, p(predicted) − p(without it)",
+                       t0)
+
+
+def _lime_samples(n_features: int, seed: int):
+    """lime's text sampling, as a Captum perturb_func: first the review itself, then
+    reviews with k words removed, k uniform in 1..n−1, the k words at random."""
+    def perturb(original, **kwargs):
+        rng = np.random.default_rng(seed)
+        yield torch.ones(1, n_features, dtype=torch.long)
+        while True:
+            keep = np.ones(n_features, dtype=np.int64)
+            if n_features > 1:
+                keep[rng.choice(n_features, int(rng.integers(1, n_features)), replace=False)] = 0
+            else:
+                keep[:] = 0
+            yield torch.from_numpy(keep)[None]
+    return perturb
+
+
+def _lime_kernel(width: float):
+    """exp(−d²/2σ²), d = cosine distance between the kept-word vector z and all ones
+    (1 − √(|z| / n)), as lime's text explainer weighs its samples."""
+    def similarity(original, perturbed, z, **kwargs) -> float:
+        z = z.float().reshape(-1)
+        d = 1.0 - math.sqrt(float(z.sum()) / max(1, z.numel()))
+        return math.exp(-(d * d) / (2 * width * width))
+    return similarity
+
+
+class Lime:
+    """LIME (Ribeiro et al. 2016) through Captum's ``Lime``: words as features, a review
+    with words deleted as each sample, a kernel-weighted ridge fit to p(ŷ)."""
+    name, label, signed, gradient = "lime", "LIME", True, False
+
+    def __init__(self, n_samples: int = LIME_SAMPLES, seed: int = 0,
+                 kernel_width: float = LIME_KERNEL_WIDTH, batched: bool = True):
+        """``batched=False``: Captum's default, one sample per forward pass (a baseline)."""
+        self.n_samples, self.seed, self.kernel_width = int(n_samples), int(seed), float(kernel_width)
+        self.batched = batched
+
+    def run(self, predictor, pred) -> TokenScores:
+        from captum._utils.models.linear_model import SkLearnRidge
+        from captum.attr import Lime as CaptumLime
+        t0 = time.perf_counter()
+        fwd = _DeletionForward(predictor, token_ids(predictor, pred), pred.word_ids)
+        x, mask = fwd.features(pred.word_ids)
+        lime = CaptumLime(fwd, interpretable_model=SkLearnRidge(alpha=LIME_RIDGE_ALPHA),
+                          similarity_func=_lime_kernel(self.kernel_width),
+                          perturb_func=_lime_samples(len(pred.words), self.seed))
+        with torch.inference_mode(False), torch.no_grad():
+            coefs = lime.attribute(x, baselines=DELETED, target=int(pred.label_id),
+                                   feature_mask=mask, n_samples=self.n_samples,
+                                   perturbations_per_eval=self.n_samples if self.batched else 1,
+                                   return_input_shape=False)
+        words, pieces = _per_word(pred, coefs.detach().double().cpu().numpy())
+        return _result(self, pred, words, pieces,
+                       f"{self.n_samples} samples (1 to n−1 words deleted), kernel exp(−d²/2σ²) "
+                       f"on cosine distance, σ = {self.kernel_width:g}; ridge α = "
+                       f"{LIME_RIDGE_ALPHA:g} on p(predicted)", t0)
+
+
 def attention_methods(layer: int | None = None, head: int | None = None) -> list:
     """The cheap ones (milliseconds): they read the Prediction's attentions."""
     return [RawAttention(layer, head), Rollout(), ValueNorm(layer, head)]
@@ -421,13 +574,28 @@ def gradient_methods(ig_steps: int = IG_STEPS, ig_max_steps: int | None = IG_MAX
     return [GradientXInput(), IntegratedGradients(ig_steps, max_steps=ig_max_steps)]
 
 
+def perturbation_methods(lime_samples: int = LIME_SAMPLES) -> list:
+    """The ones that delete words and ask the model again (forward passes only, batched:
+    about lime_samples + the number of words)."""
+    return [Lime(lime_samples), Occlusion()]
+
+
 def all_methods(layer: int | None = None, head: int | None = None, ig_steps: int = IG_STEPS,
-                ig_max_steps: int | None = IG_MAX_STEPS) -> list:
-    return attention_methods(layer, head) + gradient_methods(ig_steps, ig_max_steps)
+                ig_max_steps: int | None = IG_MAX_STEPS, lime_samples: int = LIME_SAMPLES) -> list:
+    return (attention_methods(layer, head) + gradient_methods(ig_steps, ig_max_steps)
+            + perturbation_methods(lime_samples))
 
 
 METHOD_NAMES = tuple(m.name for m in all_methods())
 LABELS = {m.name: m.label for m in all_methods()}
+
+
+def method_by_name(name: str, layer: int | None = None, head: int | None = None):
+    """One method with the page's defaults (ValueError for an unknown name)."""
+    for m in all_methods(layer, head):
+        if m.name == name:
+            return m
+    raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
 
 
 def explain(predictor, pred, methods=None) -> list[TokenScores]:
@@ -439,20 +607,20 @@ def explain(predictor, pred, methods=None) -> list[TokenScores]:
 def spearman_matrix(results: list[TokenScores]) -> np.ndarray:
     """Spearman rank correlation between every pair of methods' word scores
     ([m, m], NaN where undefined: fewer than 3 words, or a constant score vector)."""
-    from scipy.stats import spearmanr
+    from scipy.stats import rankdata
     m = len(results)
     rho = np.full((m, m), np.nan)
     np.fill_diagonal(rho, 1.0)
     if m < 2 or len(results[0].scores) < 3:
         return rho
-    X = np.stack([np.asarray(r.scores, dtype=np.float64) for r in results], axis=1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # a constant column: NaN is the honest answer
-        r = spearmanr(X).statistic
-    if np.ndim(r) == 0:                   # two methods: scipy returns the one number
-        r = np.array([[1.0, r], [r, 1.0]])
-    rho = np.array(r, dtype=np.float64)
-    np.fill_diagonal(rho, 1.0)
+    # Spearman's ρ is Pearson's r of the (average-tie) ranks, pair by pair: scipy's
+    # spearmanr on the whole matrix returns a single NaN as soon as one column is constant
+    # (a method that scores every word alike), which would blank every other pair too.
+    ranks = np.stack([rankdata(np.asarray(r.scores, dtype=np.float64)) for r in results])
+    for i in range(m):
+        for j in range(i + 1, m):
+            if np.ptp(ranks[i]) > 0 and np.ptp(ranks[j]) > 0:
+                rho[i, j] = rho[j, i] = float(np.corrcoef(ranks[i], ranks[j])[0, 1])
     return rho
 
 
@@ -487,7 +655,7 @@ def _quote_at(words: list[str], idx: list[int]) -> str:
 def _short(r: TokenScores) -> str:
     return {"integrated_gradients": "IG", "grad_x_input": "gradient × input",
             "raw_attention": "raw attention", "rollout": "rollout",
-            "value_norm": "value norm"}.get(r.method, r.label)
+            "value_norm": "value norm", "lime": "LIME", "occlusion": "occlusion"}.get(r.method, r.label)
 
 
 def reading(results: list[TokenScores], pred, rho: np.ndarray | None = None) -> str:
@@ -585,6 +753,25 @@ def run_gradient_methods(predictor, pred, ig_steps: int = IG_STEPS) -> list[Toke
     # passes actually made: every doubling re-ran IG from scratch (16 + 32 = 48 steps)
     done = sum(ig_steps * 2 ** i for i in range(int(np.log2(steps / ig_steps)) + 1))
     GRADIENT_RATE.record(pred.n_tokens, gradient_passes(done), time.perf_counter() - t0)
+    return out
+
+
+PERTURBATION_RATE = _Rate()
+"""Seconds per (token × forward pass) of the last LIME + occlusion runs."""
+
+
+def perturbation_passes(n_words: int, lime_samples: int = LIME_SAMPLES) -> float:
+    """Forward passes of LIME and occlusion, in full-review equivalents: LIME's samples keep
+    half the words on average, occlusion's each lack one word."""
+    return lime_samples / 2 + n_words
+
+
+def run_perturbation_methods(predictor, pred, lime_samples: int = LIME_SAMPLES) -> list[TokenScores]:
+    """LIME and occlusion; their time feeds :data:`PERTURBATION_RATE`."""
+    t0 = time.perf_counter()
+    out = explain(predictor, pred, perturbation_methods(lime_samples))
+    PERTURBATION_RATE.record(pred.n_tokens, perturbation_passes(len(pred.words), lime_samples),
+                             time.perf_counter() - t0)
     return out
 
 

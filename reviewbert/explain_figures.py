@@ -23,7 +23,7 @@ RDBU = get_colorscale("RdBu")      # the agreement matrix's scale (reversed ther
 DIVERGING = [[0.0, "rgb(45,108,223)"], [0.5, "rgb(255,255,255)"], [1.0, "rgb(255,170,0)"]]
 METHOD_COLORS = {"raw_attention": "#e8871e", "rollout": "#2a9d5c", "value_norm": "#9b59b6",
                  "grad_x_input": "#d62728", "integrated_gradients": "#2d6cdf",
-                 "random": "#7f7f7f"}
+                 "lime": "#8c564b", "occlusion": "#17becf", "random": "#7f7f7f"}
 MEASURE_TITLES = {"comprehensiveness": "Comprehensiveness ↑ (delete the top k %)",
                   "sufficiency": "Sufficiency ↓ (keep only the top k %)"}
 

@@ -35,7 +35,10 @@ Cache, next to the checkpoint (the folder holding config.json)::
            "settings":       {"methods" [names], "ks" [percent], "random_draws", "seed",
                               "layer" (raw attention / value norm; null = last), "head"
                               (null = mean of heads), "ig_steps" (IG's first step count),
-                              "ig_max_steps" (doubled up to this while the delta > 5 %)},
+                              "ig_max_steps" (doubled up to this while the delta > 5 %),
+                              "lime_samples" (LIME's samples; absent in files written before
+                              LIME and occlusion joined, whose settings are all five
+                              earlier methods: their keys differ, they stay readable)},
            "labels":         {method name or "random": label for people},
            "reviews":        one object per review, in sample order:
                              {"i" (place in the sample), "n_words", "n_tokens", "target" (ŷ),
@@ -96,10 +99,11 @@ class Settings:
     head: int | None = None       # None: mean of heads
     ig_steps: int = explain.IG_STEPS
     ig_max_steps: int = explain.IG_MAX_STEPS   # IG doubles its steps up to this while delta > 5 %
+    lime_samples: int = explain.LIME_SAMPLES   # LIME's perturbed reviews per explanation
 
     def build_methods(self) -> list:
         chosen = {m.name: m for m in explain.all_methods(self.layer, self.head, self.ig_steps,
-                                                   self.ig_max_steps)}
+                                                   self.ig_max_steps, self.lime_samples)}
         unknown = [n for n in self.methods if n not in chosen]
         if unknown:
             raise ValueError(f"unknown method(s) {', '.join(unknown)}; "
@@ -299,7 +303,8 @@ def list_runs(ckpt, weights: str | None = None) -> list[FaithfulnessRun]:
     return sorted(runs, key=lambda r: r.created, reverse=True)
 
 
-def _read_partial(path: Path) -> dict[int, dict]:
+def read_partial(path: Path) -> dict[int, dict]:
+    """{"i": record} of a ``.partial.jsonl`` (torn lines skipped); also the brittleness cache's."""
     done = {}
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -340,7 +345,7 @@ def run(predictor, ckpt, texts: list[str], settings: Settings = Settings(), *,
         if progress:
             progress(len(texts), len(texts), 0.0, 0.0)
         return cached
-    done = _read_partial(partial) if use_cache else {}
+    done = read_partial(partial) if use_cache else {}
     labels = {m.name: m.label for m in methods} | {RANDOM: "Random ranking"}
     cache_error = ""
     log = None
@@ -505,7 +510,20 @@ def verdict(result: FaithfulnessRun, summary: dict | None = None) -> list[str]:
                        f"f(baseline) on {over:.0%} of the reviews (at up to "
                        f"{result.settings.get('ig_max_steps', result.settings['ig_steps'])} "
                        "steps): those attributions do not quite add up.")
+    if "occlusion" in names:
+        out.append(_occlusion_note(summary, lab))
     return out
+
+
+def _occlusion_note(summary: dict, labels: dict) -> str:
+    """Occlusion is graded on nearly its own arithmetic: say so, with its two numbers."""
+    c = summary["occlusion"]["comprehensiveness"]["aopc"].mean
+    s = summary["occlusion"]["sufficiency"]["aopc"].mean
+    return (f"Read {labels.get('occlusion', 'occlusion')} with care: its score of a word *is* "
+            "the comprehensiveness of deleting that word alone, so at small k the measure "
+            "repeats the method (comprehensiveness AOPC "
+            f"{c:.3f}); deleting several top words at once and keeping only them (sufficiency "
+            f"AOPC {s:.3f}) are the fairer tests of it.")
 
 
 def summary_json(result: FaithfulnessRun, summary: dict | None = None) -> dict:

@@ -10,6 +10,8 @@
     reviewbert export --checkpoint checkpoints/NAME --out checkpoints/demo [--dtype float16]
     reviewbert search --data FILE --grid lr_bert=1e-5,5e-5 --out checkpoints/NAME
     reviewbert faithfulness --checkpoint checkpoints/NAME --n 300 [--json]
+    reviewbert whatif --checkpoint checkpoints/NAME "review text" [--json]
+    reviewbert whatif --checkpoint checkpoints/NAME --n 300 [--json]
     reviewbert card --checkpoint checkpoints/demo --evaluation EVAL.json [...]
 
 ``train`` and ``evaluate`` also run unchanged under ``accelerate launch`` and ``torchrun``
@@ -32,8 +34,8 @@ import sys
 from ..data import DataError
 from ..errors import CheckpointError, ConfigError
 
-COMMANDS = ("train", "evaluate", "predict", "export", "search", "faithfulness", "report",
-            "card")
+COMMANDS = ("train", "evaluate", "predict", "export", "search", "faithfulness", "whatif",
+            "report", "card")
 PROG = "python -m reviewbert"
 
 

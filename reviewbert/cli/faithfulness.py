@@ -37,6 +37,8 @@ def add_parser(sub):
                    help="IG doubles its steps up to this while the convergence delta is above "
                         f"{100 * explain.DELTA_WARN:.0f}%% of f(x) - f(baseline) "
                         f"(default: {explain.IG_MAX_STEPS})")
+    f.add_argument("--lime-samples", type=int, default=explain.LIME_SAMPLES,
+                   help=f"LIME's perturbed reviews per explanation (default: {explain.LIME_SAMPLES})")
     f.add_argument("--layer", type=int, default=None,
                    help="layer (1-based) of raw attention and value norm (default: the last)")
     f.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
@@ -47,8 +49,8 @@ def add_parser(sub):
 def run(args) -> int:
     if args.n < 1:
         raise UsageError("--n must be at least 1")
-    if args.ig_steps < 1 or args.random_draws < 1:
-        raise UsageError("--ig-steps and --random-draws must be at least 1")
+    if args.ig_steps < 1 or args.random_draws < 1 or args.lime_samples < 2:
+        raise UsageError("--ig-steps and --random-draws must be at least 1, --lime-samples 2")
     predictor, info, settings = _load(args)
     texts = faithfulness.sample_texts(split_texts(info, predictor.tokenizer, args.data),
                                       args.n, args.seed)
@@ -93,7 +95,8 @@ def _load(args):
     settings = faithfulness.Settings(
         methods=tuple(m.strip() for m in args.methods.split(",") if m.strip()),
         random_draws=args.random_draws, seed=args.seed, layer=layer,
-        ig_steps=args.ig_steps, ig_max_steps=max(args.ig_steps, args.ig_max_steps))
+        ig_steps=args.ig_steps, ig_max_steps=max(args.ig_steps, args.ig_max_steps),
+        lime_samples=args.lime_samples)
     try:
         settings.build_methods()
     except ValueError as e:
@@ -103,6 +106,12 @@ def _load(args):
 
 def split_texts(info, tokenizer, data: list[str] | None) -> list[str]:
     """The texts of the checkpoint's test split (raises UsageError / DataError)."""
+    return [e.text for e in split_examples(info, tokenizer, data)]
+
+
+def split_examples(info, tokenizer, data: list[str] | None) -> list:
+    """The checkpoint's test split (examples with .text and .stars; raises UsageError /
+    DataError)."""
     from .. import data as datasets
     meta = info.meta
     if not meta.get("data"):
@@ -115,4 +124,4 @@ def split_texts(info, tokenizer, data: list[str] | None) -> list[str]:
                                        tokenizer=tokenizer, strict=bool(data))
     for w in splits.report.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    return [e.text for e in splits.test]
+    return list(splits.test)

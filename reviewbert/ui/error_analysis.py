@@ -35,10 +35,10 @@ from ..examples import Review
 from ..labels import get_scheme
 from ..markdown import md_code
 from ..report import CLEAN_CAVEAT, METRIC_NAMES, ReportInputs, build_report, fmt_metric
-from . import cached_model, checkpoints, explanations, prediction, slice_filter, state
+from . import cached_model, checkpoints, explanations, prediction, slice_filter, state, whatif
 
 TABS = ("Overview", "Errors", "Label issues", "Per-rating attention", "Map", "Drivers", "Slices",
-        "Compare", "Export")
+        "Brittleness", "Compare", "Export")
 SOURCES = ("test split", "data file", "upload")
 SORTS = {"star distance": "largest star distance first",
          "confidence when wrong": "most confident mistakes first",
@@ -388,6 +388,7 @@ def review(preds, predictor, row: int):
     prediction.bertviz_view(pred, controls, key=state.ERR_HV_WINDOW)
     prediction.highlight_view(pred, controls)
     explanations.which_words_mattered(predictor, pred, key_prefix=state.ERR_WW_PREFIX, controls=controls)
+    whatif.what_if(predictor, pred, key_prefix=state.ERR_WHATIF_PREFIX)
 
 
 # ------------------------------------------------------------------ label issues
@@ -479,6 +480,17 @@ def _word_attention_if_ready(preds, predictor):
         st.session_state[state.ERR_ATT_RUN] = _key(preds)
         st.rerun()
     return None
+
+
+# ------------------------------------------------------------------ brittleness
+def brittleness(info, predictor, choice: Choice) -> None:
+    """The Brittleness tab over the chosen reviews (``ui/whatif.py``)."""
+    from .faithfulness import weights_hash
+    # "test split", as the CLI and the Faithfulness page name it: the same cache entries
+    source = "test split" if choice.source.get("kind") == "test split" else describe(choice.source)
+    whatif.brittleness_tab(predictor, info, choice.reviews, source,
+                           weights_hash(str(info.path), cached_model.mtime(info.path)),
+                           key_prefix=state.ERR_BRITTLE_PREFIX)
 
 
 # ------------------------------------------------------------------ compare

@@ -4,8 +4,9 @@
 Latency budget of the Predict page: the attention methods (raw attention, rollout,
 value norm) draw at once: rollout is a few small matrix products, value norm one
 eager forward pass without gradients (tens of ms at 256 tokens). Gradient ×
-input and Integrated Gradients cost about IG-steps + 3 forward + backward passes
-(seconds at 256 tokens on a CPU), so they run only when the button is pressed,
+input and Integrated Gradients cost about IG-steps + 3 forward + backward passes,
+LIME and occlusion a few hundred forward passes (seconds at 256 tokens on a CPU),
+so they run only when their button is pressed,
 inside a fragment: the button reruns this section alone, and the prediction and
 the attention views above it are already drawn and never wait. Results are kept
 per prediction in session state, so moving a slider does not recompute them.
@@ -30,7 +31,7 @@ def _cache(key_prefix: str, predictor, pred) -> dict:
     key = (id(predictor), pred.text, pred.max_length, int(pred.label_id))
     cache = st.session_state.get(slot)
     if not cache or cache.get("key") != key:
-        cache = {"key": key, "value_norm": {}, "gradient": {}}
+        cache = {"key": key, "value_norm": {}, "gradient": {}, "perturbation": None}
         st.session_state[slot] = cache
     return cache
 
@@ -69,12 +70,13 @@ def which_words_mattered(predictor, pred, key_prefix: str = "ww", controls: dict
     ``key_prefix`` keeps the widget keys of several uses apart (one per page).
     """
     st.subheader("Which words mattered?")
-    st.caption("Attention shows where [CLS] looks; that is not always what decides. Five ways "
+    st.caption("Attention shows where [CLS] looks; that is not always what decides. Seven ways "
                "to score each word for the predicted class, side by side: three read the "
                "attention (raw, rollout through all layers, attention × value-vector norm), two "
                "follow the gradient of log p(predicted) through the whole network "
-               "(gradient × input, Integrated Gradients). Orange: for the prediction; blue "
-               "(signed methods only): against it.")
+               "(gradient × input, Integrated Gradients), two delete words and ask the model "
+               "again (LIME, occlusion). Orange: for the prediction; blue (signed methods "
+               "only): against it.")
     layer, head = _layer_head(pred, key_prefix, controls)
 
     @st.fragment
@@ -102,9 +104,33 @@ def which_words_mattered(predictor, pred, key_prefix: str = "ww", controls: dict
         if grads:
             slot.caption(f"Gradient methods: {sum(r.seconds for r in grads):.1f} s for "
                          f"{pred.n_tokens} tokens ({steps} IG steps).")
-        results = results + (grads or [])
+        results = results + (grads or []) + _perturbation(predictor, pred, cache, key_prefix)
         _draw(pred, results, notes, key_prefix)
     section()
+
+
+def _perturbation(predictor, pred, cache: dict, key_prefix: str) -> list:
+    """LIME and occlusion, on request (forward passes only, but hundreds of them)."""
+    slot = st.empty()
+    if cache["perturbation"] is None:
+        passes = explain.perturbation_passes(len(pred.words))
+        guess = explain.PERTURBATION_RATE.estimate(pred.n_tokens, passes)
+        if not slot.button(f"Add LIME and occlusion ({explain.fmt_seconds(guess)})",
+                           key=f"{key_prefix}_perturb",
+                           help=f"LIME: {explain.LIME_SAMPLES} copies of the review with words "
+                                f"deleted; occlusion: each of the {len(pred.words)} words deleted "
+                                "in turn. Forward passes only, batched."):
+            return []
+        try:
+            with st.spinner("LIME and occlusion…"):
+                cache["perturbation"] = explain.run_perturbation_methods(predictor, pred)
+        except Exception as e:  # noqa: BLE001 - say why, keep the other methods
+            st.warning(f"LIME and occlusion failed on this model: {type(e).__name__}: {e}")
+            return []
+    done = cache["perturbation"]
+    slot.caption(f"LIME and occlusion: {sum(r.seconds for r in done):.1f} s for "
+                 f"{pred.n_tokens} tokens.")
+    return done
 
 
 def _draw(pred, results, notes, key_prefix: str):

@@ -87,7 +87,8 @@ def faithfulness_section(predictor, info, key_prefix: str = "faith"):
             if i < 0:
                 return f"this run ({n} reviews)"
             r = others[i]
-            return (f"{r.n} reviews of the {r.sample.get('source')}, IG "
+            return (f"{r.n} reviews of the {r.sample.get('source')}, "
+                    f"{len(r.settings.get('methods', []))} methods, IG "
                     f"{r.settings.get('ig_steps')} steps, "
                     f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(r.created))}")
         options = ([-1] if cached is not None else []) + list(range(len(others)))

@@ -150,13 +150,29 @@ PREDICT_NEIGHBOURS = "predict_neighbours"  # (checkpoint key, text, (preds, idx,
 
 # --- "Which words mattered?" (ui/explain_views) and the Faithfulness page -------------
 WW_PREFIX = "ww"                           # prefix: the Predict page's section: ww_layer,
-                                           # ww_head, ww_steps (selectboxes), ww_run (button),
+                                           # ww_head, ww_steps (selectboxes), ww_run and
+                                           # ww_perturb (buttons: gradient / LIME + occlusion),
                                            # ww_view (segmented control: text or heatmap),
-                                           # ww_cache ({"key", "value_norm", "gradient"}: this
+                                           # ww_cache ({"key", "value_norm", "gradient",
+                                           # "perturbation"}: this
                                            # prediction's explanations, kept across reruns)
 FAITH_PREFIX = "faith"                     # prefix: the Faithfulness page: faith_n (number of
                                            # reviews), faith_steps (IG steps), faith_run (button),
                                            # faith_show (selectbox: which cached run is shown)
+
+# --- What if? (ui/whatif.py): the Predict page and the Errors tab's review card ---------
+WHATIF_PREFIX = "wi"                       # prefix: wi_state ({"key", "open", "history",
+                                           # "cmp", "cf", "load", "auto"}: this review's
+                                           # editor, edits and counterfactuals), wi_editor
+                                           # (text_area), wi_method, wi_pick, wi_cf_method,
+                                           # wi_cf_pick (selectboxes), wi_edit, wi_compare,
+                                           # wi_back, wi_clear, wi_cf_run, wi_cf_send (buttons),
+                                           # wi_probs, wi_words, wi_sentences (charts),
+                                           # wi_history_table, wi_sentence_table (dataframes)
+ERR_WHATIF_PREFIX = "err_wi"               # the same, in the Errors tab's review card
+ERR_BRITTLE_PREFIX = "err_brittle"         # prefix: the Brittleness tab: _n, _max (numbers),
+                                           # _method (selectbox), _run (button), _table,
+                                           # _flips (dataframes), _hist (chart)
 
 # Widget keys whose values should survive a visit to another page. Streamlit drops a
 # widget's state when a run does not draw it; re-assigning it each run keeps it.

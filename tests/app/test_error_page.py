@@ -66,7 +66,7 @@ def test_evaluate_once_then_every_section(monkeypatch, ckpt_root):
     assert "40 reviews · test split of toy.csv" in out and "cached in" in out
     assert [t.label for t in at.tabs] == ["Overview", "Errors", "Label issues",
                                           "Per-rating attention", "Map", "Drivers", "Slices",
-                                          "Compare", "Export"]
+                                          "Brittleness", "Compare", "Export"]
     # overview: the four metrics with intervals, per class, the seed-filter table
     metrics = at.dataframe[0].value
     assert list(metrics["metric"])[:2] == ["accuracy", "relaxed accuracy (±1 star)"]

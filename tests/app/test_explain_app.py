@@ -42,13 +42,18 @@ def test_which_words_mattered_attention_at_once_gradients_on_request(monkeypatch
     at.button(key="ww_run").click().run()
     assert not at.exception, at.exception
     assert len(rows(at)) == 5
+    at.button(key="ww_perturb").click().run()                # LIME and occlusion
+    assert not at.exception, at.exception
+    assert len(rows(at)) == 7
+    assert any("**LIME**" in str(m.value) and "200 samples" in str(m.value) for m in at.markdown)
+    assert any("**Occlusion**" in str(m.value) for m in at.markdown)
     assert any("IG ranks" in str(m.value) for m in at.markdown)
     assert any("Integrated Gradients" in str(m.value) and "convergence delta" in str(m.value)
                for m in at.markdown)
     # the gradient results stay with the prediction when an attention control moves
     at.selectbox(key="att_layer").set_value(0).run()
-    assert len(rows(at)) == 5 and not at.exception
-    assert not [b for b in at.button if b.key == "ww_run"]
+    assert len(rows(at)) == 7 and not at.exception
+    assert not [b for b in at.button if b.key in ("ww_run", "ww_perturb")]
 
 
 def test_faithfulness_page_runs_caches_and_says_which_method_wins(monkeypatch, ckpt_root):
@@ -62,7 +67,7 @@ def test_faithfulness_page_runs_caches_and_says_which_method_wins(monkeypatch, c
     assert not at.exception, at.exception
     text = "\n".join(str(m.value) for m in at.markdown)
     assert "most faithful method on this model" in text and "Raw attention" in text
-    assert len(at.dataframe) == 1 and at.dataframe[0].value.shape[0] == 12
+    assert len(at.dataframe) == 1 and at.dataframe[0].value.shape[0] == 16   # 7 methods + random
     assert list((ckpt_root / "tiny" / "faithfulness").glob("*.json"))
     # a fresh session finds the cached result without running anything
     at2 = app(monkeypatch, ckpt_root)

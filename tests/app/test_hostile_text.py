@@ -98,3 +98,29 @@ def test_inside_bert_says_why_for_unreadable_text(monkeypatch, ckpt_root, name):
     assert UNREADABLE in texts(at)
     assert [h.value for h in at.main.header] == []
 
+
+
+def test_every_hostile_text_in_the_what_if_editor(monkeypatch, ckpt_root):
+    """The What if? editor takes what the review box takes: each text is compared (its diff
+    and both highlighted versions drawn with the view's own tags only, the diff's text
+    outside the removed marks being the text as typed) or gets its message; none raises."""
+    from test_app import app
+    at = app(monkeypatch, ckpt_root)
+    predict(at, "The battery died after two days. Poor quality!")
+    at.button(key="wi_edit").click().run()
+    for h in CORPUS:
+        at.text_area(key="wi_editor").input(h.text)
+        at.button(key="wi_compare").click().run()
+        assert not at.exception, (h.name, at.exception)
+        out = texts(at)
+        if not h.predicts:
+            assert ("editor is empty" in out) if not h.text.strip() else (UNREADABLE in out), h.name
+            continue
+        diff = next(m.value for m in at.markdown if 'class="rb-diff' in str(m.value))
+        assert set(re.findall(r"</?([a-z]+)", diff)) <= {"div", "span", "br"}, h.name
+        assert "\r" not in diff and "\n" not in diff, h.name
+        kept = re.sub(r'<span class="rb-removed"[^>]*>.*?</span>', "", diff)
+        shown = html.unescape(re.sub(r"<[^>]*>", "", kept.replace("<br>", "\n")))
+        assert shown == re.sub(r"\r\n?", "\n", h.text), h.name
+        for row in (m.value for m in at.markdown if 'class="rb-compare"' in str(m.value)):
+            assert set(re.findall(r"</?([a-z]+)", row)) <= {"div", "span", "br"}, h.name

@@ -1,4 +1,5 @@
-"""Hostile text (tests/hostile_texts.py) through three pages in a real headless Chromium.
+"""Hostile text (tests/hostile_texts.py) through three pages and the What if? editor in a
+real headless Chromium.
 
 One server (the embedded MiniLM with an untrained head, and a data folder whose
 reviews are the corpus itself), one browser page reused for every text:
@@ -7,7 +8,9 @@ reviews are the corpus itself), one browser page reused for every text:
 2. Error analysis: type into "Search the text" of the misclassification browser
    (the corpus was evaluated once, so every text that survives the box is found)
    and open the first review found;
-3. Inside BERT: type into "Sentence".
+3. Inside BERT: type into "Sentence";
+4. the Predict page's What if? editor: type into "Edited review", click Compare (the diff
+   must draw the edit as typed, outside the struck-through words it replaced).
 
 For every text: the page predicts (the card shows) and draws the literal
 characters, or shows its message; no element is created from the text (no script,
@@ -77,7 +80,8 @@ SCAN = """([marker, pwned]) => {
     'blockquote, li, table, details, summary, pre, del, s, .katex, .katex-display, .katex-error, ' +
     '[class*=stMarkdownColored], [data-testid^=stMarkdownColored], [class*=stMarkdownBadge], ' +
     '[data-testid=stMarkdownBadge], [data-testid=stIconMaterial]';
-  const TEXT = '.rb-highlight, .rb-chips, [data-testid=stAlert], [data-testid=stCaptionContainer]';
+  const TEXT = '.rb-highlight, .rb-chips, .rb-diff, .rb-compare, [data-testid=stAlert], ' +
+    '[data-testid=stCaptionContainer]';
   const INLINE = 'strong, em, b, i, u, mark, sub, sup, [style*="color"]';
   for (const d of docs) {
     for (const el of d.querySelectorAll('*')) {
@@ -318,4 +322,59 @@ def test_inside_bert(inside_page, tokenizer, h):
         assert page.locator(".rb-chips").count() == 0
     if h.name in SHOTS:
         shot(page, f"hostile_inside_{h.name.replace(' ', '_')}.png", height=1800)
+    watch.inert(h)
+
+
+# ------------------------------------------------------------------ 4. the What if? editor
+EDITOR_MESSAGES = {"empty": "The editor is empty", "unreadable": UNREADABLE}
+DIFF_TEXT = """() => {
+    const d = document.querySelector('.rb-diff:not(.rb-cf)');
+    if (!d) return null;
+    const c = d.cloneNode(true);
+    c.querySelectorAll('.rb-removed').forEach(e => e.remove());   // the edit as drawn
+    c.querySelectorAll('br').forEach(e => e.replaceWith('\\n'));     // (a detached node
+    return c.textContent.replace(/[ \\t\\n\\r\\f]+/g, ' ').trim();  // has no innerText)
+}"""
+
+
+@pytest.fixture(scope="module")
+def editor_page(watch):
+    """The Predict page with a review predicted and its What if? editor open."""
+    page = watch.page
+    watch.open("Predict", "textarea")
+    box = page.get_by_label("Review text")
+    box.fill(FILLER[0])
+    box.blur()
+    page.wait_for_timeout(300)
+    page.get_by_role("button", name="Predict").click()
+    page.get_by_role("button", name="Edit and compare").click(timeout=120_000)
+    page.get_by_role("textbox", name="Edited review").wait_for(timeout=60_000)
+    watch.settle()
+    return watch
+
+
+@pytest.mark.parametrize("h", CASES)
+def test_what_if_editor(editor_page, h):
+    """Typed into the editor and compared: the diff draws the edit as its literal characters
+    (outside the struck-through removed words), or the editor says why it cannot."""
+    watch = editor_page
+    page = watch.page
+    box = page.get_by_role("textbox", name="Edited review")
+    box.fill(h.text)
+    typed = box.input_value()                 # what the textarea keeps (CR becomes LF)
+    box.blur()
+    page.wait_for_timeout(300)
+    page.get_by_role("button", name="Compare", exact=True).click()
+    if h.predicts:
+        frags = [f.replace("\x00", "\ufffd")[:2000] for f in fragments(h)]
+        page.wait_for_function(f"frags => {{ const t = ({DIFF_TEXT})(); "
+                               "return t !== null && frags.every(f => t.includes(f)); }",
+                               arg=frags, timeout=60_000, polling=200)
+        watch.settle()
+        assert norm(page.evaluate(DIFF_TEXT)) == norm(typed.replace("\x00", "\ufffd"))
+    else:
+        watch.alert_with(EDITOR_MESSAGES["empty" if not h.text.strip() else "unreadable"])
+        watch.settle()
+    if h.name in SHOTS:
+        shot(page, f"hostile_editor_{h.name.replace(' ', '_')}.png", height=2400)
     watch.inert(h)

@@ -87,7 +87,8 @@ def test_every_method_gives_one_score_per_word(tiny):
         assert np.isfinite(r.scores).all() and r.target == pred.label_id
     signed = {r.method: r.signed for r in results}
     assert signed == {"raw_attention": False, "rollout": False, "value_norm": False,
-                      "grad_x_input": True, "integrated_gradients": True}
+                      "grad_x_input": True, "integrated_gradients": True, "lime": True,
+                      "occlusion": True}
     for r in results[:3]:                          # attention methods: shares of the words
         assert r.scores.sum() == pytest.approx(1.0, abs=1e-5)
 
@@ -272,6 +273,12 @@ def test_spearman_matrix_and_undefined_cases():
     assert two.shape == (2, 2) and two[0, 1] == pytest.approx(rho[0, 1])
     short = E.spearman_matrix([_scores("rollout", [1, 2]), _scores("raw_attention", [2, 1])])
     assert np.isnan(short[0, 1])                                   # 2 words: no ranking to compare
+    # a constant method blanks only its own pairs (scipy's spearmanr on the whole matrix
+    # returned one NaN for all of them, and the reading indexed past it)
+    d = _scores("value_norm", [0.1, 0.7, 0.3, 0.2])
+    three = E.spearman_matrix([c, a, d])
+    assert three.shape == (3, 3) and np.isnan(three[0, 1]) and np.isnan(three[0, 2])
+    assert three[1, 2] == pytest.approx(spearmanr(a.scores, d.scores).statistic)
 
 
 def test_reading_names_agreement_punctuation_and_evidence_against():
@@ -313,7 +320,7 @@ def test_all_methods_on_real_test_reviews_of_32_and_256_tokens(data_dir):
         for r in results:
             assert r.scores.shape == (len(pred.words),), (r.method, want)
             assert np.isfinite(r.scores).all() and np.abs(r.scores).sum() > 0
-        ig = results[-1]
+        ig = next(r for r in results if r.method == "integrated_gradients")
         assert ig.n_steps in (16, 32, 64) and np.isfinite(ig.relative_delta)
         assert E.reading(results, pred).endswith(".")
 

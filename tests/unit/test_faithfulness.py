@@ -157,7 +157,11 @@ def test_summary_verdict_and_json(ckpt, texts):
     lines = FA.verdict(res, summary)
     assert "most faithful method on this model" in lines[0]
     assert any("Raw attention" in line and "random" in line for line in lines)
-    assert len(FA.table_rows(res, summary)) == 2 * 6
+    assert any("its score of a word *is* the comprehensiveness" in line for line in lines)
+    only = FA.FaithfulnessRun(**{**res.__dict__, "settings": {**res.settings,
+                                                              "methods": ["raw_attention"]}})
+    assert not any("comprehensiveness of deleting" in line for line in FA.verdict(only))
+    assert len(FA.table_rows(res, summary)) == 2 * 8           # 7 methods and random
 
 
 def test_cli_prints_a_table_and_a_json_last_line(tmp_path, tiny_model_dir, capsys):
@@ -171,9 +175,11 @@ def test_cli_prints_a_table_and_a_json_last_line(tmp_path, tiny_model_dir, capsy
     last = json.loads(out[-1])
     assert set(last) == set(FA.Settings().methods) | {"random"}
     assert last["random"]["n"] == 3 and "aopc" in last["integrated_gradients"]["sufficiency"]
+    assert "aopc" in last["lime"]["comprehensiveness"] and "occlusion" in last
     assert any("Comprehensiveness" in line or "comprehensiveness" in line for line in out)
     assert (d / "faithfulness").is_dir()
     assert main(["faithfulness", "--checkpoint", str(d), "--methods", "nope"]) == 2
+    assert main(["faithfulness", "--checkpoint", str(d), "--lime-samples", "1"]) == 2
     with pytest.raises(SystemExit) as e:
         main(["faithfulness", "--help"])
     assert e.value.code == 0 and "--ig-max-steps" in capsys.readouterr().out

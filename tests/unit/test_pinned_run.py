@@ -34,6 +34,7 @@ ADDED: dict[str, list[str]] = {
     "search": ["--preset"],          # issue 28: the seed report's grid
     "evaluate": ["--embedding-layer", "--embedding-pooling", "--save-embeddings"],   # issue 26
     "report": ["--drivers-sample", "--map"],                                          # issue 26
+    "faithfulness": ["--lime-samples"],                                               # issue 27
 }
 
 
