@@ -30,7 +30,7 @@ from . import head_roles, heads, heads_cache
 from .analysis import cache as prediction_cache
 from .batch_predict import encode_texts
 from .device import resolve_precision
-from .pruning import alive_heads, alive_mask
+from .pruning import alive_heads, alive_mask, heads_to_remove
 
 
 @dataclass
@@ -372,3 +372,49 @@ def finetune_sentence(res: HeadsResult) -> str:
                "the last layers most.")
     return (f"Fine-tuning changed {names} most (mean Jensen–Shannon divergence from the base "
             f"model's attention; layer {low + 1}: {per_layer[low]:.3f}). {verdict}")
+
+
+# ------------------------------------------------------------------ a pruned checkpoint
+def heads_to_prune(model, tokenizer, reviews, scheme, fraction: float, *, max_length: int,
+                   progress: Callable[[int], None] | None = None) -> tuple[dict, np.ndarray]:
+    """({layer: [heads]} to remove, normalised importance [L, H]): the ``fraction`` of the
+    model's heads with the lowest importance on ``reviews`` (Michel et al.'s global order)."""
+    if not 0.0 < fraction < 1.0:
+        raise ValueError(f"the fraction of heads to remove must be between 0 and 1, got {fraction}")
+    alive = alive_mask(model)
+    k = int(round(fraction * alive.sum()))
+    if k < 1:
+        raise ValueError(f"{fraction:.0%} of {int(alive.sum())} heads is no head at all")
+    ids = encode_texts(tokenizer, [r.text for r in reviews], max_length)
+    labels = np.array([scheme.class_of(int(r.stars)) for r in reviews], dtype=np.int64)
+    mm = heads.MaskedModel(model)
+    raw = heads.importance(mm, heads.make_batches(ids, tokenizer.pad_token_id or 0), labels,
+                           progress)
+    scores = heads.normalise(raw, alive)
+    return heads_to_remove(heads.ranked(scores, alive), k), scores
+
+
+def write_pruned(model, tokenizer, info, remove: dict, out, record: dict) -> Path:
+    """A pruned copy of ``model`` saved as a checkpoint in ``out`` (atomically), in the
+    source's dtype on disk, its reviewbert.json extended with ``"pruned": record``."""
+    from .checkpoint import save_checkpoint_atomic
+    from .pruning import pruned_copy
+    small = pruned_copy(model, remove).eval()
+    dtype = _disk_dtype(info.path)
+    meta = dict(info.meta)
+    meta["pruned"] = {**record, "from": str(info.path),
+                      "removed": {str(k): v for k, v in sorted(remove.items())},
+                      "heads_removed": int(sum(len(v) for v in remove.values())),
+                      "heads_left": int(alive_mask(small).sum())}
+    return save_checkpoint_atomic(small, tokenizer, out, meta=meta, dtype=dtype)
+
+
+def _disk_dtype(path: Path):
+    """The dtype the checkpoint's weights are stored in (fp16 for the shipped demo)."""
+    from safetensors import safe_open
+    for f in sorted(Path(path).glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as st:
+            for key in st.keys():
+                t = st.get_slice(key).get_dtype()
+                return {"F16": torch.float16, "BF16": torch.bfloat16}.get(t, torch.float32)
+    return torch.float32

@@ -30,6 +30,7 @@ batched evaluation, the Heads page.
 from __future__ import annotations
 
 import copy
+import warnings
 from pathlib import Path
 
 import torch
@@ -102,9 +103,15 @@ def full_attentions(per_layer: list, model_or_config) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------ cutting
+def _linear(n_in: int, n_out: int, like: torch.nn.Linear) -> torch.nn.Linear:
+    with warnings.catch_warnings():     # a layer left with no head: zero-element weights
+        warnings.filterwarnings("ignore", "Initializing zero-element tensors")
+        return torch.nn.Linear(n_in, n_out, bias=like.bias is not None,
+                               device=like.weight.device, dtype=like.weight.dtype)
+
+
 def _rows(linear: torch.nn.Linear, index: torch.Tensor) -> torch.nn.Linear:
-    out = torch.nn.Linear(linear.in_features, len(index), bias=linear.bias is not None,
-                          device=linear.weight.device, dtype=linear.weight.dtype)
+    out = _linear(linear.in_features, len(index), linear)
     with torch.no_grad():
         out.weight.copy_(linear.weight[index])
         if linear.bias is not None:
@@ -113,8 +120,7 @@ def _rows(linear: torch.nn.Linear, index: torch.Tensor) -> torch.nn.Linear:
 
 
 def _columns(linear: torch.nn.Linear, index: torch.Tensor) -> torch.nn.Linear:
-    out = torch.nn.Linear(len(index), linear.out_features, bias=linear.bias is not None,
-                          device=linear.weight.device, dtype=linear.weight.dtype)
+    out = _linear(len(index), linear.out_features, linear)
     with torch.no_grad():
         out.weight.copy_(linear.weight[:, index])
         if linear.bias is not None:
@@ -174,8 +180,10 @@ def load_pruned(ckpt: Path, attn_implementation: str = "sdpa", dtype=None):
     from transformers import AutoConfig, AutoModelForSequenceClassification
     config = AutoConfig.from_pretrained(ckpt)
     config._attn_implementation = attn_implementation
+    remove = removed_heads(config)
+    setattr(config, PRUNED_KEY, {})        # built at full size first, then cut as recorded
     model = AutoModelForSequenceClassification.from_config(config)
-    prune_model(model, removed_heads(config))
+    prune_model(model, remove)
     state: dict[str, torch.Tensor] = {}
     for f in sorted(Path(ckpt).glob("*.safetensors")):
         state.update(load_file(str(f)))
