@@ -76,6 +76,7 @@ class HeadsResult:
     source: dict = field(default_factory=dict)
     checkpoint: str = ""
     from_cache: bool = False
+    settings: dict = field(default_factory=dict)     # Settings.to_json() of the run
 
     @property
     def layers(self) -> int:
@@ -123,7 +124,7 @@ class HeadsResult:
             "base_probability": self.masking.base_probability,
             "layers": self.layers, "heads": self.heads, "alive": self.alive.tolist(),
             "precision": self.precision, "base_model": self.base_model,
-            "source": self.source, "checkpoint": self.checkpoint}
+            "source": self.source, "checkpoint": self.checkpoint, "settings": self.settings}
 
     @classmethod
     def from_json(cls, d: dict, from_cache: bool = True) -> "HeadsResult":
@@ -136,7 +137,8 @@ class HeadsResult:
         return cls(int(d["n"]), alive, np.nan_to_num(heads.array(d["importance_raw"])), masking,
                    d["pruning"], atlas, js, d.get("finetune_note", ""), d.get("base_model", ""),
                    d.get("precision", "fp32"), dict(d.get("stage_seconds") or {}),
-                   d.get("source") or {}, d.get("checkpoint", ""), from_cache)
+                   d.get("source") or {}, d.get("checkpoint", ""), from_cache,
+                   dict(d.get("settings") or {}))
 
 
 def _round(x: float | None, digits: int = 4) -> float | None:
@@ -239,6 +241,25 @@ def _attention_stage(run: _Run, tokenizer, base_name: str | None, base_path: str
             "finetune_js": None if js is None else heads.nested(js), "finetune_note": note}
 
 
+def analysis_key(checkpoint, reviews, *, max_length: int, base_model: str | None,
+                 settings: Settings | None = None) -> str:
+    """The cache key of :func:`analyze` for these inputs (hashes the reviews)."""
+    settings = (settings or Settings()).resolved()
+    _, base_sha = base_identity(base_model)
+    ck = prediction_cache.checkpoint_fingerprint(checkpoint)
+    ds = prediction_cache.data_fingerprint(reviews)
+    return heads_cache.cache_key(ck, ds, max_length, settings.to_json(), base_sha)
+
+
+def lookup(checkpoint, reviews, *, max_length: int, base_model: str | None,
+           settings: Settings | None = None) -> HeadsResult | None:
+    """The cached result of :func:`analyze` for these very inputs, or None; never computes."""
+    key = analysis_key(checkpoint, reviews, max_length=max_length, base_model=base_model,
+                       settings=settings)
+    done = heads_cache.find_result(checkpoint, key)
+    return None if done is None else HeadsResult.from_json(done)
+
+
 def analyze(model, tokenizer, checkpoint, reviews, scheme, *, max_length: int,
             base_model: str | None, settings: Settings | None = None,
             progress: Callable[[int], None] | None = None,
@@ -299,7 +320,8 @@ def _run_stages(run: _Run, tokenizer, base_name: str | None, base_path: str | No
     atlas = {k: heads.array(v) for k, v in att["atlas"].items()}
     js = None if att.get("finetune_js") is None else heads.array(att["finetune_js"])
     return HeadsResult(len(run.labels), alive, raw, masking, curves, atlas, js,
-                       att.get("finetune_note", ""), precision=s.precision, seconds=run.seconds)
+                       att.get("finetune_note", ""), precision=s.precision, seconds=run.seconds,
+                       settings=s.to_json())
 
 
 def planned(n: int, model, settings: Settings | None = None) -> int:
@@ -322,6 +344,17 @@ def removable(res: HeadsResult) -> tuple[float, int]:
     return best
 
 
+def within_one_point(res: HeadsResult) -> tuple[float, int]:
+    """(fraction, heads): the largest masked share whose accuracy alone is within one point
+    of the full model's (steps before it may dip below: a noisier reading than
+    :func:`removable`)."""
+    curve = res.pruning["least"]
+    base = curve[0]["accuracy"]
+    ok = [(p["fraction"], p["heads_masked"]) for p in curve[1:]
+          if p["accuracy"] is not None and p["accuracy"] >= base - heads.ONE_POINT + 1e-12]
+    return max(ok) if ok else (0.0, 0)
+
+
 def removable_sentence(res: HeadsResult) -> str:
     frac, k = removable(res)
     total = int(res.alive.sum())
@@ -329,13 +362,21 @@ def removable_sentence(res: HeadsResult) -> str:
     base = curve[0]["accuracy"]
     if k == 0:
         first = curve[1] if len(curve) > 1 else curve[0]
-        return (f"Removing even {first['fraction']:.0%} of the heads (the least important "
-                f"first) costs a point of accuracy or more on these {res.n:,} reviews "
-                f"({base:.1%} → {first['accuracy']:.1%}).")
-    at = next(p for p in curve if p["heads_masked"] == k)
-    return (f"{frac:.0%} of the heads ({k} of {total}) can be removed for less than 1 point of "
-            f"accuracy on these {res.n:,} reviews (the least important first: "
-            f"{base:.1%} → {at['accuracy']:.1%}).")
+        out = (f"Removing even {first['fraction']:.0%} of the heads (the least important "
+               f"first) costs a point of accuracy or more on these {res.n:,} reviews "
+               f"({base:.1%} → {first['accuracy']:.1%}).")
+    else:
+        at = next(p for p in curve if p["heads_masked"] == k)
+        out = (f"{frac:.0%} of the heads ({k} of {total}) can be removed for less than 1 point "
+               f"of accuracy on these {res.n:,} reviews (the least important first: "
+               f"{base:.1%} → {at['accuracy']:.1%}).")
+    far, far_k = within_one_point(res)
+    if far > frac:
+        at = next(p for p in curve if p["heads_masked"] == far_k)
+        out += (f" Further along the curve dips and recovers: with {far:.0%} masked it is back "
+                f"within a point ({at['accuracy']:.1%}); one point is "
+                f"{res.n / 100:g} reviews here, so such steps are within the noise.")
+    return out
 
 
 def top_heads(res: HeadsResult, k: int = 5) -> list[dict]:

@@ -85,8 +85,10 @@ class Batch:
 
 def make_batches(ids: list[list[int]], pad_id: int,
                  tokens_per_batch: int = TOKENS_PER_BATCH) -> list[Batch]:
-    """Reviews sorted longest first and packed into batches of at most
-    ``tokens_per_batch`` padded tokens (at least one review each)."""
+    """Reviews sorted by length and packed into batches of at most ``tokens_per_batch``
+    padded tokens (at least one review each); the batches then in a fixed shuffled
+    order, so that the reviews per second, and so the ETA, hold steady through a stage
+    (longest first, the first minute ran at a quarter of the mean rate)."""
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
     batches, start = [], 0
     while start < len(order):
@@ -100,7 +102,7 @@ def make_batches(ids: list[list[int]], pad_id: int,
             m[j, :len(ids[i])] = 1
         batches.append(Batch(t, m, np.asarray(rows)))
         start = end
-    return batches
+    return [batches[i] for i in np.random.default_rng(0).permutation(len(batches))]
 
 
 # ------------------------------------------------------------------ the masked model

@@ -11,6 +11,8 @@
     reviewbert search --data FILE --grid lr_bert=1e-5,5e-5 --out checkpoints/NAME
     reviewbert faithfulness --checkpoint checkpoints/NAME --n 300 [--json]
     reviewbert card --checkpoint checkpoints/demo --evaluation EVAL.json [...]
+    reviewbert heads --checkpoint checkpoints/NAME [--data FILE ...] --n 1000 [--json]
+    reviewbert heads prune --checkpoint checkpoints/NAME --fraction 0.3 --out checkpoints/NAME-pruned
 
 ``train`` and ``evaluate`` also run unchanged under ``accelerate launch`` and ``torchrun``
 (``evaluate`` then splits the reviews across the processes).
@@ -33,7 +35,7 @@ from ..data import DataError
 from ..errors import CheckpointError, ConfigError
 
 COMMANDS = ("train", "evaluate", "predict", "export", "search", "faithfulness", "report",
-            "card")
+            "card", "heads")
 PROG = "python -m reviewbert"
 
 
