@@ -153,3 +153,15 @@ def test_write_pruned_records_what_was_removed(tiny, tmp_path):
     assert meta["pruned"]["removed"] == {"0": [2]} and meta["pruned"]["heads_left"] == 7
     m, _, _ = load_checkpoint(out, torch.device("cpu"))
     assert pruning.alive_heads(m) == [[0, 1, 3], [0, 1, 2, 3]]
+
+
+def test_batched_evaluation_reads_a_pruned_checkpoint(tiny, pruned_dir):
+    """The Error analysis page's batched pass (SDPA, padded batches) on the pruned checkpoint,
+    a layer with no head included, agrees with the one-review fast path."""
+    from reviewbert.batch_predict import predict_in_order
+    model, tok, _ = tiny
+    sdpa, _, _ = load_checkpoint(pruned_dir, torch.device("cpu"))          # attn "sdpa"
+    probs, _, _ = predict_in_order(sdpa, tok, TEXTS, max_length=64, batch_size=3)
+    p = Predictor.from_checkpoint(pruned_dir, torch.device("cpu"))
+    for text, row in zip(TEXTS, probs):
+        assert np.abs(p.predict(text).probs - row).max() < 1e-5
