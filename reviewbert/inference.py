@@ -203,6 +203,8 @@ class FastBertForward:
             o = layer.attention.output
             self.layers.append(dict(
                 h=len(alive), alive=None if len(alive) == self.H else alive,
+                alive_index=torch.tensor(alive, dtype=torch.long),
+                gone=[h for h in range(self.H) if h not in alive],
                 wqkv=wqkv, bqkv=bqkv, wqk=wqkv[: 2 * w], bqk=bqkv[: 2 * w],
                 wv=wqkv[2 * w:], bv=bqkv[2 * w:],
                 wo=o.dense.weight, bo=o.dense.bias,
@@ -306,10 +308,11 @@ class FastBertForward:
             if vals is not None:
                 vals.copy_(v.transpose(0, 1).reshape(T, h * dh))
             a = torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1, out=att)
-        else:
+        else:   # a pruned layer: its heads into their own slots, the removed ones zeros
             a = torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1)
-            att.zero_()
-            att[p["alive"]] = a
+            for h_gone in p["gone"]:
+                att[h_gone].zero_()
+            att.index_copy_(0, p["alive_index"], a)
             if vals is not None:
                 vals.zero_()
                 vals.view(T, self.H, dh)[:, p["alive"]] = v.transpose(0, 1)
