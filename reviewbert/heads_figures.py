@@ -19,6 +19,8 @@ ORDER_STYLE = {"least": ("least important first", "#2d6cdf"),
                "most": ("most important first", "#d1495b")}
 ROLE_COLOURS = {"vertical": "#2d6cdf", "diagonal": "#e09f3e", "vertical + diagonal": "#9b5de5",
                 "block": "#3a9d5d", "heterogeneous": "#c9ced6"}
+ROLE_SHORT = {"vertical": "V", "diagonal": "D", "vertical + diagonal": "V+D", "block": "B",
+              "heterogeneous": "H"}
 CELL = 46           # px per head column
 HEAD = "layer %{customdata[0]}, head %{customdata[1]}"
 
@@ -56,9 +58,38 @@ def importance_figure(res, rho: float | None = None) -> go.Figure:
         hovertemplate=(HEAD + "<br>importance %{z:.3f}<br>masked alone: accuracy "
                        "−%{customdata[2]:.1f} points, predicted-class probability "
                        "−%{customdata[3]:.2f} points<extra></extra>"))
-    return go.Figure(heat, _grid_layout(L, H, "Head importance (Michel et al., normalised per "
-                                               "layer)" + rho_text))
+    fig = go.Figure(heat, _grid_layout(L, H, "Head importance (Michel et al., normalised per "
+                                              "layer)" + rho_text))
+    return clickable(fig, fig.data[0])
 
+
+
+def clickable(fig: go.Figure, heat, row: int | None = None, col: int | None = None,
+              size: int = 36, text=None) -> go.Figure:
+    """Plotly heatmaps have no point selection (scatter points do): a transparent square
+    marker on every cell of ``heat`` takes over its hover text and makes a click select the
+    cell, as the Error analysis page's confusion matrix does. The point's x and y are the
+    cell's head and layer (0-based); removed heads get no marker. ``text``: what the hover's
+    %{text} says (default: the heatmap's cell text)."""
+    z = np.array([[np.nan if v is None else v for v in r] for r in heat.z], dtype=float)
+    cd = np.asarray(heat.customdata, dtype=float)
+    k = cd.shape[-1]
+    L, H = z.shape
+    li, h = np.meshgrid(np.arange(L), np.arange(H), indexing="ij")
+    keep = np.isfinite(z).ravel()
+    full = np.concatenate([cd, z[..., None]], axis=-1).reshape(L * H, k + 1)[keep]
+    text = heat.text if text is None else text
+    text = None if text is None else np.asarray(text, dtype=object).ravel()[keep]
+    fig.add_trace(go.Scatter(
+        x=h.ravel()[keep], y=li.ravel()[keep], mode="markers", showlegend=False,
+        marker=dict(symbol="square", size=size, color="rgba(0,0,0,0)"),
+        customdata=full, text=text,
+        hovertemplate=heat.hovertemplate.replace("%{z", f"%{{customdata[{k}]"),
+        selected=dict(marker=dict(color="rgba(0,0,0,0)")),
+        unselected=dict(marker=dict(opacity=1))), row=row, col=col)
+    heat.hoverinfo, heat.hovertemplate = "skip", None
+    fig.update_layout(clickmode="event+select")
+    return fig
 
 
 def importance_scatter(res, rho: float | None = None) -> go.Figure:
@@ -107,14 +138,15 @@ def pruning_figure(curves: dict) -> go.Figure:
                         horizontal_spacing=0.07)
     for i, (metric, _) in enumerate(metrics):
         _curve_traces(fig, curves, metric, 1, i + 1, legend=i == 0)
-        fig.add_vline(x=100 * MICHEL_FRACTION, line=dict(dash="dot", color="#444"), row=1, col=i + 1)
+        fig.add_vline(x=100 * MICHEL_FRACTION, line=dict(dash="dot", color="#444"), row=1, col=i + 1,
+                      annotation_text="Michel et al.: 40 %" if i == 0 else None,
+                      annotation_position="bottom right", annotation_font_size=10)
         fig.update_xaxes(title_text="% of heads masked", range=[-3, 93], row=1, col=i + 1)
     base = curves["least"][0]["accuracy"]
     if base is not None:
         fig.add_hline(y=base - 0.01, line=dict(dash="dash", color="#2d6cdf", width=1), row=1, col=1,
-                      annotation_text="full model − 1 point", annotation_position="bottom left")
-    fig.add_annotation(x=100 * MICHEL_FRACTION, y=1.0, yref="paper", xref="x", showarrow=False,
-                       text="Michel et al.: 40 %", yanchor="bottom", font=dict(size=11))
+                      annotation_text="full model − 1 point", annotation_position="top right",
+                      annotation_font_size=10)
     fig.update_layout(title=dict(text="Pruning curve: heads masked 10 … 90 % at a time"),
                       height=420, margin=dict(l=60, r=20, t=90, b=50),
                       legend=dict(orientation="h", y=-0.2))
@@ -131,23 +163,26 @@ def atlas_figure(res, colour_by: str = "role") -> go.Figure:
     hover = "layer %{customdata[0]}, head %{customdata[1]}: %{text}<br>" + lines + "<extra></extra>"
     text = [[r or "removed" for r in row] for row in roles]
     if colour_by == "role":
+        short = [[ROLE_SHORT.get(r, "") for r in row] for row in roles]
         code = np.array([[np.nan if r is None else ROLES.index(r) for r in row] for row in roles])
         n = len(ROLES)
         scale = []
         for i, r in enumerate(ROLES):
             scale += [(i / n, ROLE_COLOURS[r]), ((i + 1) / n, ROLE_COLOURS[r])]
-        heat = go.Heatmap(z=_none(code), zmin=-0.5, zmax=n - 0.5, colorscale=scale, text=text,
+        heat = go.Heatmap(z=_none(code), zmin=-0.5, zmax=n - 0.5, colorscale=scale, text=short,
                           customdata=_custom(L, H, *extra), hovertemplate=hover,
+                          texttemplate="%{text}",
                           colorbar=dict(tickvals=list(range(n)), ticktext=list(ROLES),
                                         title=dict(text="role")),
-                          texttemplate="%{text}", textfont=dict(size=8))
-        title = "Head atlas: the pattern each head's numbers support (Kovaleva et al.)"
+                          textfont=dict(size=10))
+        title = "Head atlas: roles (V vertical, D diagonal, B block, H heterogeneous)"
     else:
         heat = go.Heatmap(z=_none(atlas[colour_by]), colorscale="Viridis", text=text,
                           customdata=_custom(L, H, *extra), hovertemplate=hover,
                           colorbar=dict(title=dict(text=STAT_LABELS[colour_by])))
         title = f"Head atlas: {STAT_LABELS[colour_by]}, averaged over the reviews (Clark et al.)"
-    return go.Figure(heat, _grid_layout(L, H, title))
+    fig = go.Figure(heat, _grid_layout(L, H, title))
+    return clickable(fig, fig.data[0], text=text)
 
 
 def finetune_figure(js: np.ndarray, alive: np.ndarray) -> go.Figure:
@@ -172,7 +207,7 @@ def finetune_figure(js: np.ndarray, alive: np.ndarray) -> go.Figure:
     fig.update_yaxes(layout["yaxis"], row=1, col=1)
     fig.update_yaxes(layout["yaxis"] | dict(title=None), row=1, col=2)
     fig.update_xaxes(title_text="bits", row=1, col=2)
-    return fig
+    return clickable(fig, fig.data[0], row=1, col=1)
 
 
 

@@ -198,6 +198,10 @@ _MODEL_LABELS = (
     ("""'Layer ' + config.layers[layerIndex] + ", Head " + config.heads[headIndex]""",
      """'Layer ' + (config.layers[layerIndex] + 1) + ", Head " + (config.heads[headIndex] + 1)"""),
     ('console.log("x", x, y)', ""),
+    # a 970 px drawing: scaled down to the frame's width instead of cut off on the right
+    ('.attr("width", DIV_WIDTH)',
+     '.attr("width", DIV_WIDTH).attr("viewBox", "0 0 " + DIV_WIDTH + " " + config.divHeight)'
+     '.style("max-width", "100%").style("height", "auto")'),
 )
 
 
