@@ -196,7 +196,7 @@ def _prune(args) -> int:
     print(f"removed {k} of {total} heads ({k / total:.0%}), the least important on "
           f"{len(reviews):,} reviews of the {args.split} split:")
     for layer, hs in sorted(remove.items()):
-        print(f"  layer {layer + 1}: heads {', '.join(str(h + 1) for h in hs)}")
+        print(f"  layer {layer + 1}: heads {', '.join(str(h + 1) for h in sorted(hs))}")
     size = sum(f.stat().st_size for f in Path(dest).iterdir() if f.is_file())
     print(f"pruned checkpoint -> {dest} ({size / 1e6:.1f} MB); measure it with "
           f"`reviewbert evaluate --checkpoint {dest}`")

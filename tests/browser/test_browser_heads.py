@@ -116,18 +116,22 @@ def test_heads_page_and_model_view_in_a_real_browser(server, tmp_path):
         caption_with(page, "Kovaleva")
         shot(page, "heads_05_finetune.png", height=1600)
 
-        # the Predict page: bertviz's model view beside the head view, same window, offline
-        page.get_by_role("link", name="Predict").click()
-        page.locator("textarea").fill("Battery died after two days and support never answered.")
-        page.locator("textarea").blur()
-        page.wait_for_timeout(300)
-        page.get_by_role("button", name="Predict").click()
-        page.get_by_role("tab", name="Model view (every layer × every head)").click(timeout=120_000)
-        page.wait_for_function("""() => [...document.querySelectorAll('iframe')]
-            .map(f => f.contentDocument).some(d => d && d.querySelector('#vis svg line')
-                 && d.querySelectorAll('.attn_background').length === 72)""", timeout=120_000)
-        shot(page, "heads_06_model_view.png", height=3000)
+        model_view(page)
 
         assert blocked == [], f"requests left localhost: {blocked}"
         assert dialogs == []
         ctx.close()
+
+
+def model_view(page) -> None:
+    """The Predict page: bertviz's model view beside the head view, same window, offline."""
+    page.get_by_role("link", name="Predict").click()
+    page.locator("textarea").fill("Battery died after two days and support never answered.")
+    page.locator("textarea").blur()
+    page.wait_for_timeout(300)
+    page.get_by_role("button", name="Predict").click()
+    page.get_by_role("tab", name="Model view (every layer × every head)").click(timeout=120_000)
+    page.wait_for_function("""() => [...document.querySelectorAll('iframe')]
+        .map(f => f.contentDocument).some(d => d && d.querySelector('#vis svg line')
+             && d.querySelectorAll('.attn_background').length === 72)""", timeout=120_000)
+    shot(page, "heads_06_model_view.png", height=3000)
