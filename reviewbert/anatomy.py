@@ -95,6 +95,10 @@ def unsupported_reason(model) -> str | None:
         return "This checkpoint uses relative positions; the steps show absolute ones only."
     if getattr(cfg, "is_decoder", False):
         return "This checkpoint is a decoder (causal attention); the steps show an encoder."
+    if getattr(cfg, "pruned_heads", None):
+        return ("This checkpoint has heads removed (`reviewbert heads prune`), so its layers "
+                "have different numbers of heads; the steps show full-size layers only. The "
+                "Predict, Error analysis and Heads pages read it.")
     return None
 
 

@@ -22,8 +22,16 @@ def last_layers(num_layers: int, n: int = 6) -> list[int]:
 
 
 def head_average(att: np.ndarray) -> np.ndarray:
-    """[layer, head, query, key] → [layer, query, key], the mean over heads."""
-    return att.mean(axis=1)
+    """[layer, head, query, key] → [layer, query, key], the mean over heads.
+
+    A head removed from a pruned checkpoint (``reviewbert heads prune``) is an all-zero
+    matrix, which no softmax gives: it is left out of its layer's mean (a layer with no
+    head left averages to zeros)."""
+    alive = att.any(axis=(2, 3))                                  # [layer, head]
+    if alive.all():
+        return att.mean(axis=1)
+    n = np.maximum(alive.sum(axis=1), 1).astype(att.dtype)
+    return att.sum(axis=1) / n[:, None, None]
 
 
 def select_heads(att: np.ndarray, head: int | None) -> np.ndarray:

@@ -21,6 +21,7 @@ from .device import pick_device
 from .errors import CheckpointError, DiskFullError
 from .fsio import _UMASK, atomic_write_json, fault_point, fsync_tree, is_disk_full
 from .labels import LabelScheme, scheme_from_id2label
+from .pruning import PRUNED_KEY, load_pruned
 
 META_FILE = "reviewbert.json"
 """How a checkpoint (and its run folder) was trained; its format is in runs.py."""
@@ -193,7 +194,9 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
                     attn_implementation: str = "sdpa"):
     """Load (model, tokenizer, info) from a ReviewBERT checkpoint, safetensors only.
 
-    fp16/bf16 weights (the compact demo checkpoint) are upcast to fp32 on CPU.
+    fp16/bf16 weights (the compact demo checkpoint) are upcast to fp32 on CPU. A
+    checkpoint with heads removed (``pruned_heads`` in config.json, see pruning.py) is
+    built by :func:`reviewbert.pruning.load_pruned`.
     """
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.utils import logging as hf_logging
@@ -209,11 +212,15 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
     hf_logging.set_verbosity_error()
     try:
         tok = AutoTokenizer.from_pretrained(ckpt)
-        # never trust_remote_code: a config's auto_map cannot run code from the folder
-        # ignore_mismatched_sizes only to list them: any mismatch is refused below
-        model, loading = AutoModelForSequenceClassification.from_pretrained(
-            ckpt, use_safetensors=True, attn_implementation=attn_implementation,
-            dtype=dtype, output_loading_info=True, ignore_mismatched_sizes=True)
+        if _read_json_object(ckpt / "config.json", "the model's config").get(PRUNED_KEY):
+            # heads removed by `reviewbert heads prune`: transformers 5 cannot build it
+            model, loading = load_pruned(ckpt, attn_implementation, dtype), {}
+        else:
+            # never trust_remote_code: a config's auto_map cannot run code from the folder
+            # ignore_mismatched_sizes only to list them: any mismatch is refused below
+            model, loading = AutoModelForSequenceClassification.from_pretrained(
+                ckpt, use_safetensors=True, attn_implementation=attn_implementation,
+                dtype=dtype, output_loading_info=True, ignore_mismatched_sizes=True)
     except Exception as e:  # noqa: BLE001 - any failure here is a broken checkpoint
         why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
         raise CheckpointError(f"cannot load checkpoint {ckpt}: {type(e).__name__}: {why}") from e

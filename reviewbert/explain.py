@@ -90,6 +90,7 @@ import torch
 
 from . import attention
 from .markdown import md_escape  # noqa: F401 - also used by the views as E.md_escape
+from .pruning import alive_heads
 
 IG_STEPS = 16
 """Gauss-Legendre steps of IG's first try. On 10 test reviews of the demo checkpoint
@@ -215,7 +216,7 @@ def rollout(att: np.ndarray, residual: float = 0.5, row: int | None = None) -> n
     """
     a = np.asarray(att, dtype=np.float64)
     if a.ndim == 4:
-        a = a.mean(axis=1)
+        a = attention.head_average(a)
     eye = np.eye(a.shape[-1])
     mats = [(1.0 - residual) * layer + residual * eye for layer in a]
     mats = [m / m.sum(axis=-1, keepdims=True) for m in mats]
@@ -284,21 +285,22 @@ def value_vectors(model, ids: list[int], attentions: np.ndarray, layers: list[in
         for layer in enc[:max(layers)]:
             hidden.append(layer(hidden[-1]))
     out = []
-    for li in layers:
+    H = attentions.shape[1]
+    dh = model.config.hidden_size // model.config.num_attention_heads
+    for li, alive in zip(layers, [alive_heads(model)[li] for li in layers]):
         a = enc[li].attention
-        if hidden is None:
-            v = torch.as_tensor(values[li], device=device).float()
+        if hidden is None:      # the pass kept every head's slot: a removed head's is zeros
+            v = torch.as_tensor(values[li], device=device).float().view(-1, H, dh)[:, alive]
         else:
-            v = a.self.value(hidden[li][0].float()).float()
-        T, D = v.shape
-        H = attentions.shape[1]
-        v = v.view(T, H, D // H)                                              # [T, H, dh]
-        alpha = torch.as_tensor(attentions[li, :, attention.CLS_ROW, :], dtype=v.dtype,
-                                device=v.device).T.clone()                  # [T, H]
+            v = a.self.value(hidden[li][0].float()).float().view(-1, len(alive), dh)
+        T = v.shape[0]                                                        # v: [T, h, dh]
+        alpha = torch.as_tensor(attentions[li][alive][:, attention.CLS_ROW, :], dtype=v.dtype,
+                                device=v.device).T.clone()                  # [T, h]
         if head is not None:
-            alpha[:, [h for h in range(H) if h != head]] = 0.0
+            alpha[:, [i for i, h in enumerate(alive) if h != head]] = 0.0
         # Σ_h α_h v_h W_O^h = (α-weighted heads, concatenated) · W_Oᵀ: one matmul.
-        out.append((v * alpha[:, :, None]).reshape(T, D) @ a.output.dense.weight.float().T)
+        out.append((v * alpha[:, :, None]).reshape(T, len(alive) * dh)
+                   @ a.output.dense.weight.float().T)
     return out
 
 

@@ -1,4 +1,4 @@
-"""bertviz's head view as one self-contained HTML page that needs no internet.
+"""bertviz's head view and model view as self-contained HTML pages that need no internet.
 
 ``bertviz.head_view(..., html_action="return")`` emits a ``<script src=cdnjs…
 require.min.js>`` tag, and its ``head_view.js`` starts with a ``require.config``
@@ -15,6 +15,10 @@ consecutive tokens, and the final [SEP]. The window starts anywhere in the revie
 The weights drawn are the model's own, taken from the full matrix: a token's
 attention to tokens outside the window is simply not drawn (rows are not
 renormalised).
+
+The model view (:func:`model_view_html`, bertviz's ``model_view``: every layer × every
+head as a thumbnail, click one to enlarge it) is built the same way from bertviz's
+``model_view.js``, over the same token window as the head view.
 """
 from __future__ import annotations
 
@@ -163,3 +167,94 @@ def _sparse_lines(js: str, min_weight: float) -> str:
 def head_view_height(pred, max_tokens: int = MAX_TOKENS) -> int:
     """Pixel height the embedded head view needs (bertviz: 22.5 px a token)."""
     return int(min(len(head_view_tokens(pred, max_tokens)), max_tokens) * 22.5 + 90)
+
+
+# ------------------------------------------------------------------ model view
+# bertviz 1.4.1 model_view.js: the same sparse lines (thumbnails and the enlarged head),
+# and layers and heads numbered from 1 like every other view of the app.
+_MODEL_PATCHES = (
+    ("""                .data(function (d) { // Loop over all target tokens
+                    return d;
+                })""",
+     """                .data(d => d.map((w, j) => ({w: w, j: j})).filter(o => o.w >= RB_MIN_WEIGHT))"""),
+    ("""                .attr("y2", function (d, targetIndex) {
+                    return y1 + (targetIndex + .5) * config.thumbnailBoxHeight;""",
+     """                .attr("y2", function (d) {
+                    return y1 + (d.j + .5) * config.thumbnailBoxHeight;"""),
+    ("""                .attr("y2", function (d, targetIndex) {
+                    return y + (targetIndex + .5) * DETAIL_BOX_HEIGHT;""",
+     """                .attr("y2", function (d) {
+                    return y + (d.j + .5) * DETAIL_BOX_HEIGHT;"""),
+    ("""                .attr("stroke-opacity", function (d) {
+                    return d;
+                });""",
+     """                .attr("stroke-opacity", function (d) {
+                    return d.w;
+                });"""),
+)
+_MODEL_LABELS = (
+    (".text(config.heads[i])", ".text(config.heads[i] + 1)"),
+    (".text(config.layers[i])", ".text(config.layers[i] + 1)"),
+    ("""'Layer ' + config.layers[layerIndex] + ", Head " + config.heads[headIndex]""",
+     """'Layer ' + (config.layers[layerIndex] + 1) + ", Head " + (config.heads[headIndex] + 1)"""),
+    ('console.log("x", x, y)', ""),
+    # a 970 px drawing: scaled down to the frame's width instead of cut off on the right
+    ('.attr("width", DIV_WIDTH)',
+     '.attr("width", DIV_WIDTH).attr("viewBox", "0 0 " + DIV_WIDTH + " " + config.divHeight)'
+     '.style("max-width", "100%").style("height", "auto")'),
+)
+
+
+def _bertviz_model_js() -> str:
+    import bertviz
+    return (Path(bertviz.__file__).resolve().parent / "model_view.js").read_text(encoding="utf-8")
+
+
+def _patched_model_js(min_weight: float) -> str:
+    js = _REQUIRE_CONFIG.sub("", _bertviz_model_js(), count=1)
+    js = _BLOCK_COMMENT.sub("", js, count=1)
+    for old, new in _MODEL_LABELS:
+        js = js.replace(old, new)
+    if min_weight > 0 and all(old in js for old, _ in _MODEL_PATCHES):
+        for old, new in _MODEL_PATCHES:
+            js = js.replace(old, new)       # every occurrence: thumbnails and the enlarged head
+        js = f"const RB_MIN_WEIGHT = {float(min_weight)!r};\n" + js
+    return js
+
+
+def model_view_html(pred, max_tokens: int = MAX_TOKENS, min_weight: float = MIN_LINE_WEIGHT,
+                    start: int | None = None) -> str:
+    """A standalone HTML document with bertviz's model view of ``pred``'s attentions
+    (every layer × every head), over the same token window as :func:`head_view_html`."""
+    from bertviz.util import format_special_chars
+
+    keep = head_view_tokens(pred, max_tokens, start)
+    att = pred.attentions[:, :, keep][:, :, :, keep]
+    milli = np.rint(att * 1000).astype(np.int32)
+    tokens = format_special_chars([pred.tokens[i] for i in keep])
+    n_layers, n_heads = att.shape[0], att.shape[1]
+    vis_id = f"bertviz-{uuid.uuid4().hex}"
+    params = {"attention": [{"name": None, "attn": "__ATTN__", "left_text": tokens,
+                             "right_text": tokens}],
+              "default_filter": "0", "display_mode": "light", "root_div_id": vis_id,
+              "include_layers": list(range(n_layers)), "include_heads": list(range(n_heads)),
+              "total_heads": n_heads}
+    params_js = _json_for_script(params).replace(
+        '"__ATTN__"', "rbMilli(" + _int_array_json(milli) + ")")
+    js = _patched_model_js(min_weight).replace("PYTHON_PARAMS", params_js)
+    vis_html = (f'<div id="{vis_id}" style="font-family:\'Helvetica Neue\', Helvetica, Arial, '
+                f'sans-serif;"><span style="user-select:none"></span><div id=\'vis\'></div></div>')
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'>"
+            "<style>body{margin:0;font-family:'Helvetica Neue',Helvetica,Arial,sans-serif;"
+            "background:#fff;color:#1f2430}</style></head><body>\n"
+            + vendored_js() + "\n" + _DECODE + vis_html
+            + '\n<script type="text/javascript">\n' + js + "\n</script>\n</body></html>")
+
+
+def model_view_height(pred, max_tokens: int = MAX_TOKENS) -> int:
+    """Pixel height of the model view (bertviz: a 7·12/H px row per token per layer)."""
+    n = len(head_view_tokens(pred, max_tokens))
+    box = 7 * (12 / pred.num_heads)
+    thumbnails = pred.num_layers * (n * box + 10) + 38
+    detail = n * 18 + 30 + 25
+    return int(max(thumbnails, detail) + 30)

@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from .checkpoint import load_checkpoint
 from .labels import LabelScheme, scheme_from_id2label
+from .pruning import alive_heads, full_attentions
 
 MAX_CHARS = 100_000
 """Longer input is cut before tokenising: nobody pastes a book to see attention."""
@@ -203,14 +204,18 @@ class FastBertForward:
         self.ln0 = (emb.LayerNorm.weight, emb.LayerNorm.bias, emb.LayerNorm.eps)
         scale = 1.0 / math.sqrt(self.dh)
         self.layers = []
-        for layer in bert.encoder.layer:
+        for layer, alive in zip(bert.encoder.layer, alive_heads(model)):
             a = layer.attention.self
+            w = len(alive) * self.dh           # this layer's Q/K/V width: fewer heads once pruned
             wqkv = torch.cat([a.query.weight * scale, a.key.weight, a.value.weight]).contiguous()
             bqkv = torch.cat([a.query.bias * scale, a.key.bias, a.value.bias]).contiguous()
             o = layer.attention.output
             self.layers.append(dict(
-                wqkv=wqkv, bqkv=bqkv, wqk=wqkv[: 2 * self.D], bqk=bqkv[: 2 * self.D],
-                wv=wqkv[2 * self.D:], bv=bqkv[2 * self.D:],
+                h=len(alive), alive=None if len(alive) == self.H else alive,
+                alive_index=torch.tensor(alive, dtype=torch.long),
+                gone=[h for h in range(self.H) if h not in alive],
+                wqkv=wqkv, bqkv=bqkv, wqk=wqkv[: 2 * w], bqk=bqkv[: 2 * w],
+                wv=wqkv[2 * w:], bv=bqkv[2 * w:],
                 wo=o.dense.weight, bo=o.dense.bias,
                 ln1=(o.LayerNorm.weight, o.LayerNorm.bias, o.LayerNorm.eps),
                 wi=layer.intermediate.dense.weight, bi=layer.intermediate.dense.bias,
@@ -225,7 +230,8 @@ class FastBertForward:
             # and the exact (erf) GELU fused into the first feed-forward matmul.
             for p in self.layers:
                 for k in ("wqkv", "wqk", "wv", "wo", "wi", "wo2"):
-                    p[k] = torch.ops.mkldnn._reorder_linear_weight(p[k].contiguous(), None)
+                    if p["h"] or k in ("wi", "wo2"):     # a layer with no head left: no Q/K/V/O
+                        p[k] = torch.ops.mkldnn._reorder_linear_weight(p[k].contiguous(), None)
 
     def _linear(self, x, w, b, gelu: bool = False):
         if self.packed:
@@ -262,33 +268,24 @@ class FastBertForward:
     @torch.inference_mode()
     def __call__(self, ids: torch.Tensor, values: bool = False):
         """``ids`` [T] → (logits [C], attentions [L, H, T, T]) as fp32 tensors; with
-        ``values`` also each layer's value vectors [L, T, D] (heads side by side)."""
-        T, H, D, dh = ids.shape[0], self.H, self.D, self.dh
+        ``values`` also each layer's value vectors [L, T, D] (heads side by side).
+        A pruned checkpoint's removed heads are all-zero matrices (and zero values)."""
+        T, D = ids.shape[0], self.D
         x = self.word[ids] + self.type0 + self.pos[:T]
         x = F.layer_norm(x, (D,), *self.ln0[:2], self.ln0[2])
         L = len(self.layers)
-        att = torch.empty((L, H, T, T), dtype=x.dtype, device=x.device)
+        att = torch.empty((L, self.H, T, T), dtype=x.dtype, device=x.device)
         vals = torch.empty((L, T, D), dtype=x.dtype, device=x.device) if values else None
         for li, p in enumerate(self.layers):
             last = li == L - 1
-            if not last:
-                qkv = self._linear(x, p["wqkv"], p["bqkv"]).view(T, 3, H, dh).permute(1, 2, 0, 3)
-                q, k, v = qkv[0], qkv[1], qkv[2]
-            else:
-                # Only [CLS] goes on to the classifier: V for all keys, but the rest for one row.
-                qk = self._linear(x, p["wqk"], p["bqk"]).view(T, 2, H, dh).permute(1, 2, 0, 3)
-                q, k = qk[0], qk[1]
-                v = self._linear(x, p["wv"], p["bv"]).view(T, H, dh).transpose(0, 1)
-            if vals is not None:
-                vals[li] = v.transpose(0, 1).reshape(T, D)
-            torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1, out=att[li])
+            ctx = self._attend(x, p, att[li], None if vals is None else vals[li], last)
             if last:
-                x = x[:1]
-                ctx = torch.bmm(att[li][:, :1, :], v)          # [H, 1, dh]
+                x = x[:1]       # only [CLS] goes on to the classifier
+            if ctx is None:     # no head left in this layer: the projection's bias alone
+                proj = p["bo"].expand(x.shape[0], D)
             else:
-                ctx = torch.bmm(att[li], v)                   # [H, T, dh]
-            ctx = ctx.transpose(0, 1).reshape(x.shape[0], D)
-            h = F.layer_norm(self._linear(ctx, p["wo"], p["bo"]) + x, (D,), *p["ln1"][:2], p["ln1"][2])
+                proj = self._linear(ctx, p["wo"], p["bo"])
+            h = F.layer_norm(proj + x, (D,), *p["ln1"][:2], p["ln1"][2])
             if self.packed and self.exact_gelu:
                 f = self._linear(h, p["wi"], p["bi"], gelu=True)
             else:
@@ -298,13 +295,46 @@ class FastBertForward:
         logits = F.linear(pooled, *self.cls)
         return (logits, att, vals) if values else (logits, att)
 
+    def _attend(self, x, p, att, vals, last: bool):
+        """One layer's attention: fills ``att`` [H, T, T] (and ``vals`` [T, D]) and returns
+        the heads' context side by side, [T, h·d] (the last layer: [1, h·d], the [CLS] row
+        only), or None when the layer has no head left."""
+        T, h, dh = x.shape[0], p["h"], self.dh
+        if h == 0:
+            att.zero_()
+            if vals is not None:
+                vals.zero_()
+            return None
+        if not last:
+            qkv = self._linear(x, p["wqkv"], p["bqkv"]).view(T, 3, h, dh).permute(1, 2, 0, 3)
+            q, k, v = qkv[0], qkv[1], qkv[2]
+        else:
+            # Only [CLS] goes on to the classifier: V for all keys, but the rest for one row.
+            qk = self._linear(x, p["wqk"], p["bqk"]).view(T, 2, h, dh).permute(1, 2, 0, 3)
+            q, k = qk[0], qk[1]
+            v = self._linear(x, p["wv"], p["bv"]).view(T, h, dh).transpose(0, 1)
+        if p["alive"] is None:
+            if vals is not None:
+                vals.copy_(v.transpose(0, 1).reshape(T, h * dh))
+            a = torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1, out=att)
+        else:   # a pruned layer: its heads into their own slots, the removed ones zeros
+            a = torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1)
+            for h_gone in p["gone"]:
+                att[h_gone].zero_()
+            att.index_copy_(0, p["alive_index"], a)
+            if vals is not None:
+                vals.zero_()
+                vals.view(T, self.H, dh)[:, p["alive"]] = v.transpose(0, 1)
+        ctx = torch.bmm(a[:, :1, :], v) if last else torch.bmm(a, v)    # [h, 1 or T, dh]
+        return ctx.transpose(0, 1).reshape(ctx.shape[1], h * dh)
+
 
 class GradBertForward:
     """The same plain-BERT classifier, differentiable and batched, for the gradient methods.
 
     ``x`` [B, T, D] word embeddings (one review's interpolation steps, all of one
-    length, no padding) → logits [B, C], with autograd. Same arithmetic as the
-    eager model (``tests/unit/test_explain.py`` checks logits and IG attributions
+    length, or rows padded at the end and a ``mask``) → logits [B, C], with autograd.
+    Same arithmetic as the eager model (``tests/unit/test_explain.py`` checks logits and IG attributions
     against it), three things faster on a CPU, where Integrated Gradients spends
     all its time in these passes:
 
@@ -332,9 +362,10 @@ class GradBertForward:
         self.pos, self.type0 = d(emb.position_embeddings.weight), d(emb.token_type_embeddings.weight[0])
         self.ln0 = (d(emb.LayerNorm.weight), d(emb.LayerNorm.bias), emb.LayerNorm.eps)
         self.layers = []
-        for layer in bert.encoder.layer:
+        for layer, alive in zip(bert.encoder.layer, alive_heads(model)):
             a, o = layer.attention.self, layer.attention.output
             self.layers.append(dict(
+                h=len(alive),                  # heads left (fewer in a pruned checkpoint)
                 wqkv=d(torch.cat([a.query.weight, a.key.weight, a.value.weight])),
                 bqkv=d(torch.cat([a.query.bias, a.key.bias, a.value.bias])),
                 wo=d(o.dense.weight), bo=d(o.dense.bias),
@@ -349,25 +380,37 @@ class GradBertForward:
     def __call__(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """``mask`` [B, T] bool (True: a real token) for rows padded at the end: padded
         keys take no attention, so each row's logits are those of the row alone."""
-        B, T, _ = x.shape
-        H, D, dh = self.H, self.D, self.dh
+        T = x.shape[1]
+        D = self.D
         keys = None if mask is None else mask[:, None, None, :]
         x = F.layer_norm(x + self.type0 + self.pos[:T], (D,), *self.ln0[:2], self.ln0[2])
         for li, p in enumerate(self.layers):
-            heads = lambda t: t.view(B, -1, H, dh).transpose(1, 2)  # noqa: E731
-            if li < len(self.layers) - 1:
-                q, k, v = F.linear(x, p["wqkv"], p["bqkv"]).split(D, dim=-1)
-            else:   # only [CLS] goes on to the pooler
-                k, v = F.linear(x, p["wqkv"][D:], p["bqkv"][D:]).split(D, dim=-1)
-                x = x[:, :1]
-                q = F.linear(x, p["wqkv"][:D], p["bqkv"][:D])
-            ctx = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), attn_mask=keys)
-            ctx = ctx.transpose(1, 2).reshape(B, x.shape[1], D)
-            h = F.layer_norm(F.linear(ctx, p["wo"], p["bo"]) + x, (D,), *p["ln1"][:2], p["ln1"][2])
+            last = li == len(self.layers) - 1
+            if p["h"] == 0:     # a pruned layer with no head left: the projection's bias alone
+                x = x[:, :1] if last else x
+                proj = p["bo"].expand_as(x)
+            else:
+                proj = F.linear(self._context(x, p, last, keys), p["wo"], p["bo"])
+                x = x[:, :1] if last else x     # only [CLS] goes on to the pooler
+            h = F.layer_norm(proj + x, (D,), *p["ln1"][:2], p["ln1"][2])
             f = self.act(F.linear(h, p["wi"], p["bi"]))
             x = F.layer_norm(F.linear(f, p["wo2"], p["bo2"]) + h, (D,), *p["ln2"][:2], p["ln2"][2])
         pooled = torch.tanh(F.linear(x[:, 0], *self.pool))
         return F.linear(pooled, *self.cls)
+
+    def _context(self, x: torch.Tensor, p: dict, last: bool,
+                 keys: torch.Tensor | None = None) -> torch.Tensor:
+        """The heads' outputs side by side, [B, T, h·d] ([B, 1, h·d] in the last layer)."""
+        B, h, dh = x.shape[0], p["h"], self.dh
+        w = h * dh
+        heads = lambda t: t.view(B, -1, h, dh).transpose(1, 2)  # noqa: E731
+        if not last:
+            q, k, v = F.linear(x, p["wqkv"], p["bqkv"]).split(w, dim=-1)
+        else:   # only [CLS] goes on to the pooler
+            k, v = F.linear(x, p["wqkv"][w:], p["bqkv"][w:]).split(w, dim=-1)
+            q = F.linear(x[:, :1], p["wqkv"][:w], p["bqkv"][:w])
+        ctx = F.scaled_dot_product_attention(heads(q), heads(k), heads(v), attn_mask=keys)
+        return ctx.transpose(1, 2).reshape(B, q.shape[1], w)
 
 
 def _mkldnn_ok() -> bool:
@@ -417,7 +460,7 @@ class Predictor:
         else:
             out = self.model(input_ids=t[None], output_attentions=True)
             logits = out.logits[0]
-            att = torch.stack([a[0] for a in out.attentions])
+            att = full_attentions([a[0] for a in out.attentions], self.model)
         return (logits.float().cpu().numpy(), att.to(torch.float32).cpu().numpy(),
                 None if vals is None else vals.to(torch.float32).cpu().numpy())
 

@@ -13,16 +13,23 @@ class TqdmProgress:
     """A progress callback (``progress(n)``) drawing tqdm on stderr, created on the first
     update, so that a cache hit draws nothing. Main process only under ``accelerate``."""
 
-    def __init__(self, total: int, desc: str, enabled: bool = True):
+    def __init__(self, total: int, desc: str, enabled: bool = True, unit: str = "review"):
         self.total, self.desc, self.enabled, self.bar = total, desc, enabled, None
+        self.unit = unit
 
     def __call__(self, n: int) -> None:
         if not self.enabled:
             return
         if self.bar is None:
             from tqdm import tqdm
-            self.bar = tqdm(total=self.total, desc=self.desc, unit="review", file=sys.stderr)
+            self.bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, file=sys.stderr)
         self.bar.update(n)
+
+    def describe(self, desc: str) -> None:
+        """Name what the bar counts now (a stage of a longer job)."""
+        self.desc = desc
+        if self.bar is not None:
+            self.bar.set_description(desc)
 
     def __enter__(self):
         return self

@@ -21,17 +21,23 @@ def test_split(meta: dict, tokenizer=None, data_files=None) -> tuple[list, dict,
     With ``data_files`` (paths), they must be the checkpoint's training files (same
     names, and same contents: checked against the recorded sha256 from the read itself).
     """
+    return named_split(meta, "test", tokenizer, data_files)
+
+
+def named_split(meta: dict, name: str, tokenizer=None, data_files=None) -> tuple[list, dict, list[str]]:
+    """:func:`test_split` for any of the recorded splits ("train", "validation", "test")."""
     if not meta.get("data"):
-        raise data.DataError("this checkpoint's reviewbert.json records no training data, so "
-                             "its test split cannot be rebuilt; evaluate a data file instead")
+        raise data.DataError(f"this checkpoint's reviewbert.json records no training data, so "
+                             f"its {name} split cannot be rebuilt; evaluate a data file instead")
     recorded = sorted(f.get("name", "?") for f in meta["data"]["files"])
     if data_files and sorted(Path(p).name for p in data_files) != recorded:
-        raise data.DataError(f"the test split needs the checkpoint's training files "
+        raise data.DataError(f"the {name} split needs the checkpoint's training files "
                              f"({', '.join(recorded)}); for other files use --split all")
     data_dir = Path(data_files[0]).parent if data_files else None
     splits = data.splits_from_meta(meta, data_dir=data_dir, tokenizer=tokenizer,
                                    strict=bool(data_files))
-    return list(splits.test), describe_test_split(meta), list(splits.report.warnings)
+    desc = {**describe_test_split(meta), "kind": f"{name} split"}
+    return list(splits[name]), desc, list(splits.report.warnings)
 
 
 def describe_test_split(meta: dict) -> dict:
@@ -58,8 +64,8 @@ def all_reviews(paths, scheme, meta: dict | None = None, chunk_size: int = 10_00
 def describe(desc: dict) -> str:
     """One line for people: "test split of a.csv, b.json (seed 42)"."""
     files = ", ".join(desc.get("files") or []) or "reviews given in code"
-    if desc.get("kind") == "test split":
-        return f"test split of {files} (seed {desc.get('seed')})"
+    if desc.get("kind") in ("test split", "validation split", "train split"):
+        return f"{desc['kind']} of {files} (seed {desc.get('seed')})"
     if desc.get("kind") in ("file", "files"):
         return f"every review of {files}"
     return files

@@ -63,7 +63,10 @@ def attention_pass(model, tokenizer, texts: list[str], *, max_length: int,
     def keep_cls_rows(batch, out):
         lengths = batch["attention_mask"].sum(dim=1).tolist()
         # [layers, batch, heads, query, key] -> mean of heads, [CLS] query: [batch, layers, key]
-        cls = torch.stack([a[:, :, 0, :].float().mean(dim=1) for a in out.attentions], dim=1)
+        # (a pruned layer with no head left has none to average: zeros)
+        cls = torch.stack([a[:, :, 0, :].float().mean(dim=1) if a.shape[1]
+                           else a.new_zeros(a.shape[0], a.shape[-1]).float()
+                           for a in out.attentions], dim=1)
         cls = cls.cpu().numpy()
         rows.extend(cls[b, :, :n] for b, n in enumerate(lengths))
 

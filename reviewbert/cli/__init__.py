@@ -13,6 +13,8 @@
     reviewbert whatif --checkpoint checkpoints/NAME "review text" [--json]
     reviewbert whatif --checkpoint checkpoints/NAME --n 300 [--json]
     reviewbert card --checkpoint checkpoints/demo --evaluation EVAL.json [...]
+    reviewbert heads --checkpoint checkpoints/NAME [--data FILE ...] --n 1000 [--json]
+    reviewbert heads prune --checkpoint checkpoints/NAME --fraction 0.3 --out checkpoints/NAME-pruned
 
 ``train`` and ``evaluate`` also run unchanged under ``accelerate launch`` and ``torchrun``
 (``evaluate`` then splits the reviews across the processes).
@@ -35,7 +37,7 @@ from ..data import DataError
 from ..errors import CheckpointError, ConfigError
 
 COMMANDS = ("train", "evaluate", "predict", "export", "search", "faithfulness", "whatif",
-            "report", "card")
+            "heads", "report", "card")
 PROG = "python -m reviewbert"
 
 

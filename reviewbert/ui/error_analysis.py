@@ -10,16 +10,12 @@ drawn with the Predict page's own components (``ui/views.py``).
 from __future__ import annotations
 
 import hashlib
-import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 
-from .. import attention, datafiles, figures, heap
+from .. import attention, figures, heap
 from ..analysis import breakdown, lookup, predict_split, word_attention
 from ..analysis import figures as analysis_figures
 from ..analysis.calibration import reliability
@@ -27,19 +23,17 @@ from ..analysis.compare import compare
 from ..analysis.intervals import metric_intervals
 from ..analysis.label_issues import find_issues
 from ..analysis.predictions import export_frame, planned_reviews
-from ..analysis.sources import CACHE_MAX_REVIEWS, all_reviews, describe, describe_test_split
+from ..analysis.sources import describe
 from ..checkpoint import list_checkpoints, load_checkpoint
-from ..data import DataError
 from ..device import resolve_precision
-from ..examples import Review
-from ..labels import get_scheme
 from ..markdown import md_code
 from ..report import CLEAN_CAVEAT, METRIC_NAMES, ReportInputs, build_report, fmt_metric
-from . import cached_model, checkpoints, explanations, prediction, slice_filter, state, whatif
+from . import cached_model, checkpoints, explanations, prediction, review_picker, slice_filter, state, whatif
+from .review_picker import Choice, PickerKeys, StreamlitProgress
+from .review_picker import seconds_text as _seconds
 
 TABS = ("Overview", "Errors", "Label issues", "Per-rating attention", "Map", "Drivers", "Slices",
         "Brittleness", "Compare", "Export")
-SOURCES = ("test split", "data file", "upload")
 SORTS = {"star distance": "largest star distance first",
          "confidence when wrong": "most confident mistakes first",
          "longest": "longest first", "shortest": "shortest first",
@@ -48,12 +42,13 @@ TEXT_PREVIEW = 160
 EXPECTED_RATE = 150   # reviews/s shown before the first evaluation (2-core CPU, MiniLM, bf16)
 
 
-@dataclass
-class Choice:
-    """The reviews chosen for evaluation."""
-    reviews: Sequence             # objects with .text, .stars, .source
-    source: dict                  # description (analysis.sources)
-    key: str                      # identifies checkpoint + reviews in session state
+KEYS = PickerKeys(state.ERR_SOURCE, state.ERR_FILE, state.ERR_UPLOAD, state.ERR_UPLOADED,
+                  state.ERR_UPLOAD_ERROR)
+
+
+def pick_data(info, predictor) -> Choice | None:
+    """Which reviews: the checkpoint's own test split, a data file, or an upload."""
+    return review_picker.pick_data(info, predictor, KEYS)
 
 
 # ------------------------------------------------------------------ loading
@@ -66,104 +61,7 @@ def load_eval_model(path: str, stamp: float):
     return model, tok
 
 
-@st.cache_data(max_entries=4, show_spinner="Reading every review of the file…")
-def file_reviews(path: str, stamp: float, labels: int, meta_data: dict | None):
-    """(reviews or None, description, why not) for every unique review of one file."""
-    try:
-        report, chunks, desc = all_reviews([path], get_scheme(labels), {"data": meta_data or {}})
-    except DataError as e:
-        return None, {}, str(e).splitlines()[0][:300]
-    if report.unique_texts > CACHE_MAX_REVIEWS:
-        return None, desc, (f"{report.unique_texts:,} reviews is more than the page holds "
-                            f"({CACHE_MAX_REVIEWS:,}); use `python -m reviewbert evaluate "
-                            f"--split all --data {path} --save-predictions out.parquet`")
-    reviews = [Review(e.text, int(e.stars), e.source) for chunk in chunks for e in chunk]
-    if not reviews:
-        return None, desc, "no usable review in this file"
-    return reviews, desc, ""
-
-
-def _save_upload():
-    f = st.session_state.get(state.ERR_UPLOAD)
-    if f is None:
-        return
-    try:
-        st.session_state[state.ERR_UPLOADED] = str(datafiles.save_upload(f.name, f.getvalue()))
-    except datafiles.UploadError as e:
-        st.session_state[state.ERR_UPLOADED] = None
-        st.session_state[state.ERR_UPLOAD_ERROR] = f"Upload **{f.name}** not kept: {e}"
-
-
-def pick_data(info, predictor) -> Choice | None:
-    """Which reviews: the checkpoint's own test split, a data file, or an upload."""
-    test, why = cached_model.load_test_reviews(str(info.path), cached_model.mtime(info.path))
-    options = list(SOURCES) if test is not None else list(SOURCES[1:])
-    labels = {"test split": "this checkpoint's test split", "data file": "a data file",
-              "upload": "an uploaded file"}
-    kind = st.radio("Reviews to evaluate", options, key=state.ERR_SOURCE, horizontal=True,
-                    format_func=labels.get)
-    if test is None:
-        st.caption(f"This checkpoint's test split is not available: {why}")
-    stamp = cached_model.mtime(info.path)
-    base = f"{info.path}:{stamp}:{predictor.max_length}"
-    if kind == "test split":
-        return Choice(test, describe_test_split(info.meta), f"{base}:test")
-    if kind == "data file":
-        files = [str(p) for p in datafiles.list_data_files()]
-        if not files:
-            st.warning(f"No review files in `{datafiles.data_dir()}` or `{datafiles.uploads_dir()}`.")
-            return None
-        path = st.selectbox("Data file", files, key=state.ERR_FILE, format_func=lambda p: Path(p).name)
-    else:
-        st.file_uploader("Review file (CSV/TSV, JSON lines or JSON array, optionally gzipped)",
-                         type=["csv", "tsv", "json", "jsonl", "gz"], key=state.ERR_UPLOAD,
-                         on_change=_save_upload,
-                         help=f"At most {datafiles.MAX_UPLOAD_BYTES >> 20} MB; kept in "
-                              f"`{datafiles.uploads_dir()}`.")
-        err = st.session_state.pop(state.ERR_UPLOAD_ERROR, None)
-        if err:
-            st.error(err)
-        path = st.session_state.get(state.ERR_UPLOADED)
-        if not path:
-            return None
-    reviews, desc, why = file_reviews(path, Path(path).stat().st_mtime, info.scheme.num_labels,
-                                      info.meta.get("data"))
-    if reviews is None:
-        st.error(f"`{Path(path).name}`: {why}")
-        return None
-    return Choice(reviews, desc, f"{base}:{path}:{Path(path).stat().st_mtime}")
-
-
 # ------------------------------------------------------------------ evaluation
-class StreamlitProgress:
-    """``progress(n)`` callback drawing st.progress with reviews/s and the time left."""
-
-    def __init__(self, total: int, what: str):
-        self.total, self.what, self.done = max(total, 1), what, 0
-        self.t0 = time.perf_counter()
-        self.bar = st.progress(0.0, text=f"{what}: starting…")
-
-    def __call__(self, n: int) -> None:
-        self.done += n
-        elapsed = time.perf_counter() - self.t0
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        left = (self.total - self.done) / rate if rate > 0 else float("nan")
-        self.bar.progress(min(1.0, self.done / self.total),
-                          text=f"{self.what}: {self.done:,} / {self.total:,} reviews · "
-                               f"{rate:,.0f} reviews/s · about {_seconds(left)} left")
-
-    def close(self) -> None:
-        self.bar.empty()
-
-
-def _seconds(s: float) -> str:
-    if not np.isfinite(s):
-        return "? s"
-    if s < 5:
-        return "a few seconds"
-    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
-
-
 def _evaluate(info, choice: Choice, what: str):
     model, tok = load_eval_model(str(info.path), cached_model.mtime(info.path))
     precision = resolve_precision("auto", model.device)

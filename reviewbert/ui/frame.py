@@ -25,6 +25,7 @@ def pages() -> list:
         st.Page(state.INSIDE_PAGE, title="Inside BERT", icon="🔍"),
         st.Page(state.ERROR_PAGE, title="Error analysis", icon="🔬"),
         st.Page(state.FAITH_PAGE, title="Faithfulness", icon="⚖️"),
+        st.Page(state.HEADS_PAGE, title="Heads", icon="🧠"),
     ]
 
 

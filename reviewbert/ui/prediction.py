@@ -11,7 +11,13 @@ import streamlit as st
 
 from .. import attention, figures
 from ..headview import MAX_TOKENS as HV_MAX
-from ..headview import head_view_height, head_view_html, last_window_start
+from ..headview import (
+    head_view_height,
+    head_view_html,
+    last_window_start,
+    model_view_height,
+    model_view_html,
+)
 from ..inference import Prediction
 from . import state
 
@@ -98,19 +104,22 @@ def heads_view(pred: Prediction, c: dict):
 
 
 def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
-    """bertviz's head view of layer ``c["layer"]`` (head ``c["head"]``, or all heads).
+    """bertviz's head view of layer ``c["layer"]`` (head ``c["head"]``, or all heads) and,
+    in the tab beside it, its model view (every layer × every head), both offline.
 
-    A review longer than the head view's :data:`HV_MAX` tokens gets a slider that
-    moves the drawn window along it; [CLS] and [SEP] are always drawn. ``key`` is
-    the slider's session-state key (one per page).
+    A review longer than the views' :data:`HV_MAX` tokens gets a slider that moves the
+    drawn window along it, the same window for both views; [CLS] and [SEP] are always
+    drawn. ``key`` is the slider's session-state key (one per page); the tabs' key is
+    ``key + "_view"``.
     """
-    st.subheader("Head view (bertviz): token → token")
-    st.caption("Lines join each token (left) to the tokens it attends to (right); hover a "
-               "token to isolate its lines, click the coloured squares to toggle heads, "
-               "double-click one to show it alone. Works offline.")
+    st.subheader("Head view and model view (bertviz): token → token")
+    st.caption("Head view: lines join each token (left) to the tokens it attends to (right); "
+               "hover a token to isolate its lines, click the coloured squares to toggle heads, "
+               "double-click one to show it alone. Model view: every layer × every head as a "
+               "thumbnail; click one to enlarge it. Both work offline.")
     heads = None if c["head"] is None else [c["head"]]
 
-    # A fragment: moving the window reruns (and redraws) the head view alone, not the page.
+    # A fragment: moving the window reruns (and redraws) the views alone, not the page.
     @st.fragment
     def window():
         n = len(pred.tokens)
@@ -122,15 +131,26 @@ def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
             width = HV_MAX - 2
             start = st.slider(
                 "Head view window: first token drawn", 1, last, key=key,
-                help=f"The head view draws one line per token pair per head, so it shows "
-                     f"{width} tokens at a time (plus [CLS] and [SEP]). Slide to move along "
-                     "the review; the heatmaps show every token at once.")
+                help=f"The head and model views draw one line per token pair per head, so "
+                     f"they show {width} tokens at a time (plus [CLS] and [SEP]). Slide to move "
+                     "along the review; the heatmaps show every token at once.")
             st.caption(f"Showing [CLS], tokens {start}–{start + width - 1} of {n - 2} and [SEP]. "
                        "The weights are the model's own: attention to tokens outside the "
                        "window is not drawn, and the rows are not renormalised.")
-        html = head_view_html(pred, layer=c["layer"], heads=heads, start=start)
-        st.iframe(html, height=head_view_height(pred))
-        forget_url_parse(html)
+        # only the open tab is built: the model view is 72 heads' worth of lines
+        head_tab, model_tab = st.tabs([f"Head view (layer {c['layer'] + 1})",
+                                       "Model view (every layer × every head)"],
+                                      key=f"{key}_view", on_change="rerun")
+        if head_tab.open:
+            with head_tab:
+                html = head_view_html(pred, layer=c["layer"], heads=heads, start=start)
+                st.iframe(html, height=head_view_height(pred))
+                forget_url_parse(html)
+        if model_tab.open:
+            with model_tab:
+                html = model_view_html(pred, start=start)
+                st.iframe(html, height=model_view_height(pred))
+                forget_url_parse(html)
     window()
 
 

@@ -21,6 +21,7 @@ TRAIN_PAGE = "pages/train.py"
 INSIDE_PAGE = "pages/inside_bert.py"
 FAITH_PAGE = "pages/faithfulness.py"
 ERROR_PAGE = "pages/error_analysis.py"
+HEADS_PAGE = "pages/heads.py"
 
 # --- the frame's sidebar -----------------------------------------------------------
 CHECKPOINT = "checkpoint"                  # selectbox: str path of the chosen checkpoint
@@ -69,6 +70,8 @@ OVERLAY_EPOCH = "overlay_epoch"            # int: bumped to redraw the runs tabl
 
 # --- the Inside BERT page (and the head-view window, which the Predict page has too) ---
 HV_WINDOW = "hv_window"                    # slider: first token of the Predict page's head view
+                                           # (and its model view); + "_view": tabs, head view or
+                                           # model view (ERR_HV_WINDOW + "_view" likewise)
 INSIDE_SENTENCE = "inside_sentence"        # text_input: the sentence taken apart
 INSIDE_CLASSROOM = "inside_classroom"      # toggle: classroom mode (big type, one step at a time)
 INSIDE_STEP = "inside_step"                # int: the step classroom mode shows (0-based)
@@ -147,6 +150,22 @@ SLC_TABLE = "slc_table"                    # prefix: dataframe selection of a sl
 CMP_SLICE = "cmp_slice"                    # selectbox: the Compare tab's saved slice
 PREDICT_NEIGHBOURS = "predict_neighbours"  # (checkpoint key, text, (preds, idx, sim) or None):
                                            # the Predict page's nearest reviews, kept across reruns
+
+# --- the Heads page (reviewbert/ui/heads.py) -----------------------------------------------
+HEADS_SOURCE = "heads_source"              # radio: test split / data file / upload
+HEADS_FILE = "heads_file"                  # selectbox: data file (str path)
+HEADS_UPLOAD = "heads_upload"              # file_uploader
+HEADS_UPLOADED = "heads_uploaded"          # str path of the saved upload
+HEADS_UPLOAD_ERROR = "heads_upload_error"  # str: why the last upload was not kept
+HEADS_N = "heads_n"                        # number_input: reviews analysed (a seeded sample)
+HEADS_RUN = "heads_run"                    # analysis key (str) whose computation was asked for
+HEADS_RESULT = "heads_result"              # (analysis key, HeadsResult) when not cacheable
+HEADS_TAB = "heads_tab"                    # tabs: the open section
+HEADS_COLOUR = "heads_colour"              # selectbox: what colours the atlas
+HEADS_LAYER = "heads_layer"                # selectbox: layer of the head shown on a review (0-based)
+HEADS_HEAD = "heads_head"                  # selectbox: that head (0-based); a heatmap click sets both
+HEADS_EXAMPLE = "heads_example"            # selectbox: the review it is shown on (row of the sample)
+HEADS_CHART = "heads_chart_"               # prefix: the clickable heatmaps' selection keys
 
 # --- "Which words mattered?" (ui/explain_views) and the Faithfulness page -------------
 WW_PREFIX = "ww"                           # prefix: the Predict page's section: ww_layer,

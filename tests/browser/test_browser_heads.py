@@ -1,0 +1,137 @@
+"""The Heads page and the Predict page's model view in a real headless Chromium, offline, on
+the shipped demo checkpoint (trained MiniLM, 6 x 12 heads) and 40 reviews of its real
+test split (as a data file, 8 per rating, to keep the CPU time small): analyse with a
+progress bar and an ETA, hover and click the importance heatmap, see the clicked head on
+a review, the pruning curve, the atlas, the fine-tuning divergence; then bertviz's model
+view beside the head view. Screenshots go to artifacts/browser/."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from browser_support import (
+    ART,
+    CHROMIUM,
+    ROOT,
+    StreamlitServer,
+    caption_with,
+    offline_context,
+    shot,
+    write_reviews,
+)
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
+playwright = pytest.importorskip("playwright.sync_api")
+
+DEMO = ROOT / "checkpoints" / "demo"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, data_dir):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium missing (make browser)")
+    if not (DEMO / "model.safetensors").exists():
+        pytest.skip("the demo checkpoint is not in this checkout")
+    from reviewbert.examples import test_split_examples
+    root = tmp_path_factory.mktemp("heads-browser")
+    ck = root / "ckpts" / "demo"
+    ck.mkdir(parents=True)
+    for f in DEMO.iterdir():
+        if f.is_file():
+            (ck / f.name).symlink_to(f.resolve())
+    test = test_split_examples(json.loads((DEMO / "reviewbert.json").read_text()), data_dir=data_dir)
+    sample = [r for s in range(1, 6) for r in [r for r in test if r.stars == s][:8]]
+    write_reviews(root / "data" / "demo_test_40.jsonl", ((r.text, r.stars) for r in sample))
+    ART.mkdir(parents=True, exist_ok=True)
+    env = {"REVIEWBERT_CHECKPOINTS": str(root / "ckpts"), "REVIEWBERT_DATA_DIR": str(root / "data"),
+           "REVIEWBERT_UPLOADS_DIR": str(root / "uploads"), "OMP_NUM_THREADS": "1"}
+    with StreamlitServer(env, ART / "streamlit_heads.log") as srv:
+        yield srv
+
+
+def plot_titled(page, text: str, timeout=120_000):
+    page.wait_for_function(
+        "t => [...document.querySelectorAll('.js-plotly-plot')].some(p => p._fullLayout && "
+        "((p.layout.title && (p.layout.title.text || p.layout.title)) || '').includes(t))",
+        arg=text, timeout=timeout)
+
+
+def click_cell(page, title: str, layer: int, head: int) -> None:
+    """Click the heatmap cell of (layer, head), 0-based, in the figure titled ``title``."""
+    xy = page.evaluate("""([title, layer, head]) => {
+        const gd = [...document.querySelectorAll('.js-plotly-plot')].find(
+            p => (p.layout.title.text || '').includes(title));
+        const L = gd._fullLayout, box = gd.getBoundingClientRect();
+        return {x: box.left + L._size.l + L.xaxis.l2p(head), y: box.top + L._size.t + L.yaxis.l2p(layer)};
+    }""", [title, layer, head])
+    page.mouse.click(xy["x"], xy["y"])
+
+
+def test_heads_page_and_model_view_in_a_real_browser(server, tmp_path):
+    from playwright.sync_api import sync_playwright
+    dialogs = []
+    with sync_playwright() as p:
+        ctx, blocked = offline_context(p, tmp_path / "profile")
+        page = ctx.new_page()
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(server.url)
+        page.get_by_text("Review text").wait_for(timeout=120_000)
+        page.get_by_role("link", name="Heads").click()
+
+        # 40 held-out reviews from the data folder: analyse them once, with a bar and an ETA
+        page.get_by_text("a data file").click(timeout=120_000)
+        page.get_by_role("button", name="Analyse the heads on 40 reviews").click(timeout=120_000)
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('[data-testid=stProgress]')].some("
+            "e => e.innerText.includes('review passes') && e.innerText.includes('left'))",
+            timeout=120_000)
+        shot(page, "heads_00_progress.png", height=1200)
+        plot_titled(page, "Head importance", timeout=600_000)
+        caption_with(page, "Spearman")
+        page.wait_for_timeout(1000)               # let Streamlit attach its selection handler
+        shot(page, "heads_01_importance.png", height=2400)
+
+        # click a head: its numbers and its attention on a review below
+        click_cell(page, "Head importance", 3, 9)
+        caption_with(page, "Layer 4, head 10:")
+        plot_titled(page, "Layer 4, head 10")
+        page.mouse.move(5, 5)
+        body = page.inner_text("body")
+        assert "masking it alone costs" in body
+        shot(page, "heads_02_head_on_a_review.png", height=3600)
+
+        page.get_by_role("tab", name="Pruning").click()
+        plot_titled(page, "Pruning curve")
+        caption_with(page, "of the heads")
+        shot(page, "heads_03_pruning.png", height=1600)
+
+        page.get_by_role("tab", name="Roles").click()
+        plot_titled(page, "Head atlas")
+        shot(page, "heads_04_atlas.png", height=1600)
+
+        page.get_by_role("tab", name="Fine-tuning").click()
+        plot_titled(page, "What fine-tuning changed")
+        caption_with(page, "Kovaleva")
+        shot(page, "heads_05_finetune.png", height=1600)
+
+        model_view(page)
+
+        assert blocked == [], f"requests left localhost: {blocked}"
+        assert dialogs == []
+        ctx.close()
+
+
+def model_view(page) -> None:
+    """The Predict page: bertviz's model view beside the head view, same window, offline."""
+    page.get_by_role("link", name="Predict").click()
+    page.locator("textarea").fill("Battery died after two days and support never answered.")
+    page.locator("textarea").blur()
+    page.wait_for_timeout(300)
+    page.get_by_role("button", name="Predict").click()
+    page.get_by_role("tab", name="Model view (every layer × every head)").click(timeout=120_000)
+    page.wait_for_function("""() => [...document.querySelectorAll('iframe')]
+        .map(f => f.contentDocument).some(d => d && d.querySelector('#vis svg line')
+             && d.querySelectorAll('.attn_background').length === 72)""", timeout=120_000)
+    shot(page, "heads_06_model_view.png", height=3000)
