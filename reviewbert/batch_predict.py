@@ -148,8 +148,9 @@ def predict_probs(model, loader, accelerator=None, *, precision: str = "fp32",
             if accelerator is not None:
                 if vecs is None:
                     probs, labels = accelerator.gather_for_metrics((probs, labels))
-                else:
-                    probs, labels, vecs = accelerator.gather_for_metrics((probs, labels, vecs))
+                else:   # float16 would stop CPU autocast's cat inside the gather: gather fp32
+                    probs, labels, vecs = accelerator.gather_for_metrics((probs, labels,
+                                                                          vecs.float()))
             if vecs is not None:
                 tap.collect(vecs.cpu())
             ys.append(labels.cpu())

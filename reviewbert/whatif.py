@@ -518,7 +518,8 @@ class Counterfactuals:
                 "passes": dict(self.passes), "seconds": round(self.seconds, 3)}
 
 
-RECHECK = ("AutoModelForSequenceClassification.from_pretrained(CHECKPOINT, dtype=torch.float32) "
+RECHECK = ("AutoModelForSequenceClassification.from_pretrained(CHECKPOINT, dtype=torch.float32, "
+           "use_safetensors=True) "
            "on tokenizer(text, truncation=True, max_length=max_length): the same class, "
            "probabilities within 1e-5 (fp32 weights: a float16 checkpoint run in float16 moves "
            "them by ~1e-3)")

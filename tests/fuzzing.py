@@ -110,5 +110,5 @@ def splits_contract(path: Path) -> None:
     rep = splits.report
     counts = {name: len(splits[name]) for name in ("train", "validation", "test")}
     assert sum(counts.values()) == rep.selected == 3 * rep.per_class
-    for examples in splits.values():
+    for _name, examples in splits.items():
         assert all(e.text and 1 <= e.stars <= 5 for e in examples)

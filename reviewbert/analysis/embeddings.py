@@ -98,7 +98,7 @@ class VectorTap:
         return v.to(torch.float16)
 
     def collect(self, vecs: torch.Tensor) -> None:
-        self.rows.append(vecs)
+        self.rows.append(vecs.to(torch.float16))
 
     def in_order(self, idx: np.ndarray, n: int) -> None:
         """Rows were collected in scoring order, ``idx[j]`` the review of row j."""
