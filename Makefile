@@ -29,8 +29,15 @@ browser:
 # two cores (much of a browser or subprocess test is waiting), and module fixtures (a
 # Streamlit server, a trained run) still start once. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
+# the Heads analysis of the demo on 100 test reviews here; `make heads` runs the issue's 300
+HEADS_DEMO_N ?= 100
 test: setup browser lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	REVIEWBERT_HEADS_DEMO_N=$(HEADS_DEMO_N) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# tests/integration/test_heads_demo.py on 300 reviews of the demo's test split (~2 min alone)
+.PHONY: heads
+heads: setup
+	REVIEWBERT_HEADS_DEMO_N=300 $(PY) -m pytest tests/integration/test_heads_demo.py -n 0 $(PYTEST_ARGS)
 
 # ruff, with the rules in pyproject.toml ([tool.ruff]); `make test` runs it first
 lint: setup

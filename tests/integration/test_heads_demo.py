@@ -1,12 +1,13 @@
-"""The Heads analysis on the shipped demo checkpoint (fine-tuned MiniLM, 6 x 12 heads) and 300
-reviews of its real test split: the hook mask, the gradient importance, the masking check,
-the pruning curve, the atlas, the JS divergence from the embedded base model, and a
-pruned checkpoint that gives the masked model's logits and loads in the app (not in plain
-transformers 5.23, which says so)."""
+"""The Heads analysis on the shipped demo checkpoint (fine-tuned MiniLM, 6 x 12 heads) and N
+(300; 100 in `make test`) reviews of its real test split: the hook mask, the gradient
+importance, the masking check, the pruning curve, the atlas, the JS divergence from the
+embedded base model, and a pruned checkpoint that gives the masked model's logits and loads
+in the app (not in plain transformers 5.23, which says so)."""
 from __future__ import annotations
 
 import copy
 import json
+import os
 
 import numpy as np
 import pytest
@@ -21,7 +22,9 @@ from browser_support import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DEMO = ROOT / "checkpoints" / "demo"
-N = 300
+# 300 reviews, as the issue asks (`make heads`, ~5 min on 2 cores); `make test` runs 100 (its
+# 72 masked re-evaluations are the suite's longest setup otherwise)
+N = int(os.environ.get("REVIEWBERT_HEADS_DEMO_N", "300"))
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +93,7 @@ def test_the_gradient_is_a_finite_difference_on_the_demo(demo):
 def test_importance_predicts_the_measured_drop(result):
     assert result.n == N and result.importance.shape == (6, 12)
     assert np.allclose(np.sqrt((result.importance ** 2).sum(axis=1)), 1.0)
-    # the gradient score ranks heads as masking them really does (0.46 on these 300)
+    # the gradient score ranks heads as masking them really does (0.46 on 300 reviews)
     assert result.spearman("probability") > 0.25
     least, most = result.pruning["least"], result.pruning["most"]
     assert [p["fraction"] for p in least] == [0.0, 0.2, 0.4, 0.6]
@@ -143,7 +146,7 @@ def test_the_pruned_demo_gives_the_masked_logits_and_loads_in_the_app(demo, resu
             got = small.forward(ids[i])[0]
             worst = max(worst, float(np.abs(got - want[j]).max()))
     print(f"largest logit difference, pruned vs masked, {N} reviews: {worst:.2e}")
-    assert worst < 1e-5          # fp32 through two code paths, 300 reviews up to 256 tokens
+    assert worst < 1e-5          # fp32 through two code paths, N reviews up to 256 tokens
     from transformers import AutoModelForSequenceClassification
     with pytest.raises(RuntimeError, match="mismatched"):
         AutoModelForSequenceClassification.from_pretrained(out)
