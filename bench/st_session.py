@@ -46,6 +46,8 @@ class RunResult:
     status: int                             # ForwardMsg.ScriptFinishedStatus
     elements: list = field(default_factory=list)   # every Element proto of the run, in order
     spinners: list[str] = field(default_factory=list)  # texts of the spinners shown (transient)
+    nbytes: int = 0                         # websocket bytes received for this run
+    bytes_by_element: dict = field(default_factory=dict)  # element type -> bytes of its deltas
 
     def find(self, kind: str, label: str):
         """The first element of type ``kind`` ("text_area", "button", ...) with ``label``."""
@@ -184,6 +186,7 @@ class StSession:
             fm = ForwardMsg()
             fm.ParseFromString(raw)
             kind = fm.WhichOneof("type")
+            result.nbytes += len(raw)
             if kind == "new_session":
                 self.session_id = fm.new_session.initialize.session_id or self.session_id
                 if fm.new_session.page_script_hash:
@@ -194,6 +197,8 @@ class StSession:
                 self.page_script_hash = fm.navigation.page_script_hash
             elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
                 result.elements.append(fm.delta.new_element)
+                etype = fm.delta.new_element.WhichOneof("type")
+                result.bytes_by_element[etype] = result.bytes_by_element.get(etype, 0) + len(raw)
             elif kind == "delta" and fm.delta.WhichOneof("type") == "new_transient":
                 result.spinners += [e.spinner.text for e in fm.delta.new_transient.elements
                                     if e.WhichOneof("type") == "spinner"]

@@ -139,12 +139,7 @@ def head_view_html(pred, layer: int = 0, heads: list[int] | None = None,
               "include_layers": list(range(n_layers))}
     params_js = _json_for_script(params).replace(
         '"__ATTN__"', "rbMilli(" + _int_array_json(milli) + ")")
-    js = _REQUIRE_CONFIG.sub("", _bertviz_js(), count=1)
-    js = _BLOCK_COMMENT.sub("", js, count=1)
-    js = js.replace("PYTHON_PARAMS", params_js)
-    # Number layers from 1 in the dropdown, as every other view of the app does.
-    js = js.replace('.val(layer).text(layer)', '.val(layer).text(layer + 1)')
-    js = _sparse_lines(js, min_weight)
+    js = _head_view_js(min_weight).replace("PYTHON_PARAMS", params_js)
     vis_html = (f'<div id="{vis_id}" style="font-family:\'Helvetica Neue\', Helvetica, Arial, '
                 f'sans-serif;"><span style="user-select:none">Layer: <select id="layer"></select>'
                 f"</span><div id='vis'></div></div>")
@@ -153,6 +148,16 @@ def head_view_html(pred, layer: int = 0, heads: list[int] | None = None,
             "background:#fff;color:#1f2430} select{font-size:14px}</style></head><body>\n"
             + vendored_js() + "\n" + _DECODE + vis_html
             + '\n<script type="text/javascript">\n' + js + "\n</script>\n</body></html>")
+
+
+@lru_cache(maxsize=4)
+def _head_view_js(min_weight: float) -> str:
+    """bertviz's head_view.js without its CDN configuration, layers numbered from 1 (as every
+    other view of the app does), faint lines not drawn; ``PYTHON_PARAMS`` still in it."""
+    js = _REQUIRE_CONFIG.sub("", _bertviz_js(), count=1)
+    js = _BLOCK_COMMENT.sub("", js, count=1)
+    js = js.replace('.val(layer).text(layer)', '.val(layer).text(layer + 1)')
+    return _sparse_lines(js, min_weight)
 
 
 def _sparse_lines(js: str, min_weight: float) -> str:
@@ -258,3 +263,85 @@ def model_view_height(pred, max_tokens: int = MAX_TOKENS) -> int:
     thumbnails = pred.num_layers * (n * box + 10) + 38
     detail = n * 18 + 30 + 25
     return int(max(thumbnails, detail) + 30)
+
+
+# ------------------------------------------------------------------ the app's component
+# The app draws both views as one Streamlit component (reviewbert/assets/bertviz_component):
+# its page and the libraries load once per browser tab, and a prediction sends only its
+# tokens and its weights, as bytes (a 256-token review's head view was a 1.09 MB HTML
+# document per prediction, its JavaScript inlined every time; it is now ~45 kB).
+COMPONENT_ASSETS = Path(__file__).resolve().parent / "assets" / "bertviz_component"
+COMPONENT_LIBS = ("jquery-3.5.1.min.js", "d3-5.7.0.min.js")
+_REQUIREJS_HEAD = re.compile(
+    r"requirejs\(\['jquery', 'd3'\],\s*function\s*\(\$,\s*d3\)\s*\{\s*"
+    r"const params = PYTHON_PARAMS;[^\n]*\n")
+
+
+def _as_function(js: str, name: str) -> str:
+    """bertviz's ``requirejs(['jquery', 'd3'], function ($, d3) {const params = …; …});``
+    as ``window.NAME = function (params, $, d3) {…};``: drawn again for each prediction,
+    with no module loader."""
+    js, n = _REQUIREJS_HEAD.subn(f"window.{name} = function (params, $, d3) {{\n", js, count=1)
+    body = js.rstrip()
+    if n != 1 or not body.endswith("});"):
+        raise RuntimeError(f"bertviz's JavaScript is not the one this app expects ({name})")
+    # both files are loaded into one page: the threshold cannot be a const twice
+    return body[:-3].replace("const RB_MIN_WEIGHT", "var RB_MIN_WEIGHT") + "};\n"
+
+
+def component_files(min_weight: float = MIN_LINE_WEIGHT) -> dict[str, str]:
+    """The component's files: its page and bridge (the Streamlit component protocol, by
+    hand), d3 and jQuery (assets/vendor), and bertviz's two views as functions."""
+    files = {name: (VENDOR / name).read_text(encoding="utf-8") for name in COMPONENT_LIBS}
+    files["head_view.js"] = _as_function(_head_view_js(min_weight), "rbHeadView")
+    files["model_view.js"] = _as_function(_patched_model_js(min_weight), "rbModelView")
+    for name in ("index.html", "bridge.js"):
+        files[name] = (COMPONENT_ASSETS / name).read_text(encoding="utf-8")
+    return files
+
+
+def component_dir(min_weight: float = MIN_LINE_WEIGHT) -> Path:
+    """A folder holding :func:`component_files` for Streamlit to serve: written once into
+    the user's cache ($REVIEWBERT_WEB_CACHE, else ~/.cache/reviewbert/web, else the
+    temporary folder), named by a hash of its contents, so an upgrade gets a new one."""
+    import hashlib
+    import os
+    import tempfile
+
+    from .fsio import atomic_write_text
+    files = component_files(min_weight)
+    digest = hashlib.sha256("".join(f"{k}\0{v}\0" for k, v in sorted(files.items()))
+                            .encode("utf-8")).hexdigest()[:16]
+    bases = [os.environ.get("REVIEWBERT_WEB_CACHE"), Path.home() / ".cache" / "reviewbert" / "web",
+             Path(tempfile.gettempdir()) / "reviewbert-web"]
+    for base in filter(None, bases):
+        folder = Path(base) / f"bertviz-{digest}"
+        try:
+            if not (folder / "index.html").is_file():
+                for name, text in sorted(files.items(), key=lambda kv: kv[0] == "index.html"):
+                    atomic_write_text(folder / name, text)      # the page last: it marks done
+            return folder
+        except OSError:
+            continue
+    raise OSError("no writable folder for the head view's files (set REVIEWBERT_WEB_CACHE)")
+
+
+def view_data(pred, kind: str = "head", layer: int = 0, heads: list[int] | None = None,
+              max_tokens: int = MAX_TOKENS, min_weight: float = MIN_LINE_WEIGHT,
+              start: int | None = None) -> tuple[dict, bytes, bytes]:
+    """What the component draws for ``pred``: (arguments, ``bits``, ``vals``). The window is
+    :func:`head_view_tokens`'; of its weights [layers, heads, n, n], those the views draw
+    (>= ``min_weight``) travel in 1/255ths (``vals``, uint8) with a bitmap of where they are
+    (``bits``, numpy's packbits); the others are drawn as 0, as they would be anyway."""
+    from bertviz.util import format_special_chars
+
+    keep = head_view_tokens(pred, max_tokens, start)
+    att = np.asarray(pred.attentions[:, :, keep][:, :, :, keep], dtype=np.float32)
+    kept = att >= min_weight
+    vals = np.clip(np.rint(att[kept] * 255), 0, 255).astype(np.uint8)
+    height = head_view_height(pred, max_tokens) if kind == "head" else \
+        model_view_height(pred, max_tokens)
+    args = {"kind": kind, "tokens": format_special_chars([pred.tokens[i] for i in keep]),
+            "shape": [int(d) for d in att.shape], "layer": int(layer),
+            "heads": [int(h) for h in heads] if heads else None, "height": int(height)}
+    return args, np.packbits(kept.ravel()).tobytes(), vals.tobytes()

@@ -9,15 +9,9 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from .. import attention, figures
+from .. import attention, figures, headview
 from ..headview import MAX_TOKENS as HV_MAX
-from ..headview import (
-    head_view_height,
-    head_view_html,
-    last_window_start,
-    model_view_height,
-    model_view_html,
-)
+from ..headview import last_window_start
 from ..inference import Prediction
 from . import state
 
@@ -143,26 +137,26 @@ def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
                                       key=f"{key}_view", on_change="rerun")
         if head_tab.open:
             with head_tab:
-                html = head_view_html(pred, layer=c["layer"], heads=heads, start=start)
-                st.iframe(html, height=head_view_height(pred))
-                forget_url_parse(html)
+                bertviz(pred, "head", key=f"{key}_head", layer=c["layer"], heads=heads,
+                        start=start)
         if model_tab.open:
             with model_tab:
-                html = model_view_html(pred, start=start)
-                st.iframe(html, height=model_view_height(pred))
-                forget_url_parse(html)
+                bertviz(pred, "model", key=f"{key}_model", start=start)
     window()
 
 
-def forget_url_parse(text: str) -> None:
-    """Drop ``text`` from urllib's memory. st.iframe first asks ``urlparse`` whether the
-    HTML is a URL, and Python 3.11+ keeps the last 128 ``urlsplit`` arguments and their
-    parts in an lru_cache: every head view drawn (~1 MB at 256 tokens, kept ~3 times)
-    stayed in the server's memory, +3.5 MB per prediction up to ~400 MB
-    (bench/memory.py). Clearing it costs the next urlsplit one miss."""
-    import urllib.parse
-    if len(text) > 10_000 and hasattr(urllib.parse.urlsplit, "cache_clear"):
-        urllib.parse.urlsplit.cache_clear()
+_COMPONENT = []
+
+
+def bertviz(pred: Prediction, kind: str, key: str, **view) -> None:
+    """One of bertviz's views of ``pred`` ("head" or "model") through the app's component
+    (headview.view_data: the page loads its scripts once; a prediction sends ~45 kB)."""
+    if not _COMPONENT:
+        import streamlit.components.v1 as components
+        _COMPONENT.append(components.declare_component(
+            "bertviz", path=str(headview.component_dir())))
+    args, bits, vals = headview.view_data(pred, kind, **view)
+    _COMPONENT[0](**args, bits=bits, vals=vals, key=key, default=None)
 
 
 def highlight_view(pred: Prediction, c: dict):

@@ -18,7 +18,9 @@ import json
 import shutil
 import sys
 import threading
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from browser_support import ROOT, make_minilm_checkpoint
@@ -68,22 +70,19 @@ def test_cpu_threads_survive_overlapping_predictions():
         torch.set_num_threads(old)
 
 
-def test_head_view_html_is_not_kept_by_urllib():
-    """st.iframe asks urlparse whether the head view's HTML is a URL; Python 3.11+'s
-    urlsplit lru_cache then kept the last 128 of them (~3 MB per 256-token prediction,
-    bench/memory.py). bertviz_view drops them right after drawing."""
-    import urllib.parse
-
-    from reviewbert.ui.prediction import forget_url_parse
-
-    html = "<!DOCTYPE html><html>" + "x" * 1_000_000
-    urllib.parse.urlparse(html)                    # what st.iframe(html) does first
-    if not hasattr(urllib.parse.urlsplit, "cache_info"):
-        pytest.skip("this Python's urlsplit has no cache")
-    assert urllib.parse.urlsplit.cache_info().currsize >= 1
-    forget_url_parse(html)
-    assert urllib.parse.urlsplit.cache_info().currsize == 0
-    assert "forget_url_parse(html)" in (ROOT / "reviewbert" / "ui" / "prediction.py").read_text()
+def test_the_head_view_travels_as_weights_not_as_an_html_page():
+    """The head view was a ~1 MB HTML page per 256-token prediction, put through st.iframe
+    (whose urlparse kept the last 128 of them: ~400 MB, bench/memory.py). It is now the
+    app's component: the page loads once, a prediction sends its weights as bytes."""
+    from reviewbert import headview
+    src = (ROOT / "reviewbert" / "ui" / "prediction.py").read_text()
+    assert "st.iframe" not in src and "head_view_html" not in src
+    rng = np.random.default_rng(0)
+    att = rng.dirichlet(np.full(256, 0.05), size=(6, 12, 256)).astype(np.float32)
+    pred = SimpleNamespace(attentions=att, tokens=["[CLS]"] + [f"w{i}" for i in range(254)]
+                           + ["[SEP]"], num_layers=6, num_heads=12)
+    args, bits, vals = headview.view_data(pred, "head", layer=3)
+    assert len(bits) + len(vals) + len(json.dumps(args)) < 100_000
 
 
 @pytest.mark.load

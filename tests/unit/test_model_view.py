@@ -56,3 +56,37 @@ def test_height_grows_with_layers():
     # bertviz draws a row of 7 * 12 / H px per token per layer
     assert headview.model_view_height(pred(L=6, H=12)) > headview.model_view_height(pred(L=2, H=12))
     assert headview.model_view_height(pred(L=6, H=12)) == int(6 * (48 * 7 + 10) + 38 + 30)
+
+
+def test_the_components_data_are_the_drawn_weights_in_255ths():
+    """What a prediction sends the app's component: a bitmap of the weights the views draw
+    (>= the threshold) and each of them in 1/255ths; decoding gives them back, the rest 0."""
+    p = pred(L=2, H=3)
+    args, bits, vals = headview.view_data(p, "head", layer=1, heads=[2], start=7)
+    keep = headview.head_view_tokens(p, start=7)
+    att = p.attentions[:, :, keep][:, :, :, keep]
+    assert args["shape"] == list(att.shape) and args["layer"] == 1 and args["heads"] == [2]
+    assert args["tokens"][0] == "[CLS]" and len(args["tokens"]) == len(keep)
+    mask = np.unpackbits(np.frombuffer(bits, np.uint8))[:att.size].astype(bool)
+    got = np.zeros(att.size)
+    got[mask] = np.frombuffer(vals, np.uint8) / 255
+    drawn = att.ravel() >= headview.MIN_LINE_WEIGHT
+    assert np.array_equal(mask, drawn)
+    assert np.abs(got[drawn] - att.ravel()[drawn]).max() <= 1 / 510 + 1e-9
+    assert (got[~drawn] == 0).all()
+
+
+def test_the_component_is_bertvizs_views_as_functions_offline(tmp_path, monkeypatch):
+    monkeypatch.setenv("REVIEWBERT_WEB_CACHE", str(tmp_path))
+    folder = headview.component_dir()
+    names = {f.name for f in folder.iterdir()}
+    assert names == {"index.html", "bridge.js", "head_view.js", "model_view.js",
+                     "jquery-3.5.1.min.js", "d3-5.7.0.min.js"}
+    page = (folder / "index.html").read_text()
+    assert all(f'src="{n}"' in page for n in names - {"index.html"})
+    for name in ("head_view.js", "model_view.js"):
+        js = (folder / name).read_text()
+        assert "PYTHON_PARAMS" not in js and "requirejs" not in js and "cdnjs" not in js
+        assert js.startswith("var RB_MIN_WEIGHT") and js.rstrip().endswith("};")
+    assert "window.rbHeadView = function (params, $, d3)" in (folder / "head_view.js").read_text()
+    assert headview.component_dir() == folder                       # written once
