@@ -64,6 +64,53 @@ def _chunks(n: int, wrap: int | None) -> list[range]:
     return [range(i, min(i + wrap, n)) for i in range(0, n, wrap)]
 
 
+def unique_labels(labels: list[str]) -> list[str]:
+    """``labels`` with each repeat made distinct by zero-width spaces ("the", "the\u200b"):
+    a category axis then keeps every column, and a hover's ``%{x}`` shows the label as it
+    reads. One label array per block instead of a label per cell (``customdata``): the
+    Predict page's charts were a third of a 256-token prediction's bytes."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        k = seen.get(label, 0)
+        seen[label] = k + 1
+        out.append(label + "\u200b" * k)
+    return out
+
+
+def _stacked_heatmaps(view: ClsView, rows: list[str], wrap: int | None, hover: str,
+                      gap_cap: float = 0.08) -> tuple[list, dict, int]:
+    """One heatmap per block of ``wrap`` columns, stacked like lines of text, sharing one
+    colour axis; their axes laid out by hand as make_subplots(rows=n, cols=1) would
+    (make_subplots and per-row updates took ~40 ms of every Predict rerun)."""
+    n_cols = view.values.shape[1]
+    chunks = _chunks(n_cols, wrap)
+    names = unique_labels(view.labels)
+    span = len(chunks[0])
+    gap = min(0.3 / len(chunks), gap_cap)
+    height = (1.0 - gap * (len(chunks) - 1)) / len(chunks)
+    step = max(1, -(-span // MAX_TICKS))            # label every step-th column when crowded
+    traces, axes = [], {}
+    for r, cols in enumerate(chunks, start=1):
+        idx = list(cols)
+        x = [names[i] for i in idx]
+        sfx = "" if r == 1 else str(r)
+        top = round(1.0 - (r - 1) * (height + gap), 9)
+        bottom = round(max(0.0, top - height), 9)
+        traces.append(dict(
+            type="heatmap", z=view.values[:, idx], x=x, y=rows, coloraxis="coloraxis",
+            xaxis=f"x{sfx}", yaxis=f"y{sfx}", xgap=1, ygap=1, hovertemplate=hover,
+            name=f"{idx[0] + 1}–{idx[-1] + 1}"))
+        ticks = {} if step == 1 else dict(   # every column labelled: the names themselves
+            tickmode="array", tickvals=x[::step], ticktext=[view.labels[i] for i in idx][::step])
+        axes[f"xaxis{sfx}"] = dict(anchor=f"y{sfx}", domain=[0.0, 1.0], type="category",
+                                   tickangle=-60, showgrid=False, range=[-0.5, span - 0.5],
+                                   **ticks, **FAST_TICKS)
+        axes[f"yaxis{sfx}"] = dict(anchor=f"x{sfx}", domain=[bottom, top],
+                                   autorange="reversed", showgrid=False, **FAST_TICKS)
+    return traces, axes, len(chunks)
+
+
 def cls_heatmap(view: ClsView, title: str | None = None, wrap: int | None = None) -> go.Figure:
     """The seed report's figure: rows = layers, columns = tokens (or words), viridis.
 
@@ -72,97 +119,40 @@ def cls_heatmap(view: ClsView, title: str | None = None, wrap: int | None = None
     review stays readable without scrolling sideways.
     """
     n_rows, n_cols = view.values.shape
-    row_names = [f"layer {layer + 1}" for layer in view.layers]
     head = "mean of heads" if view.head is None else f"head {view.head + 1}"
     what = "word" if view.level == "word" else "token"
-    chunks = _chunks(n_cols, wrap)
+    hover = f"{what}: %{{x}}<br>%{{y}} ({head})<br>attention: %{{z:.4f}}<extra></extra>"
+    traces, axes, blocks = _stacked_heatmaps(
+        view, [f"layer {layer + 1}" for layer in view.layers], wrap, hover)
     zmax = float(view.values.max()) if view.values.size else 1.0
-    span = len(chunks[0])
-    # One subplot per block, its axes laid out by hand as make_subplots(rows=n, cols=1)
-    # would: make_subplots and per-row update_xaxes took ~40 ms of every Predict rerun.
-    gap = min(0.3 / len(chunks), 0.08)
-    height = (1.0 - gap * (len(chunks) - 1)) / len(chunks)
-    traces, axes = [], {}
-    for r, cols in enumerate(chunks, start=1):
-        idx = list(cols)
-        labels = [view.labels[i] for i in idx]
-        sfx = "" if r == 1 else str(r)
-        top = round(1.0 - (r - 1) * (height + gap), 9)
-        bottom = round(max(0.0, top - height), 9)
-        traces.append(dict(
-            type="heatmap", z=view.values[:, idx], x=idx, y=row_names, coloraxis="coloraxis",
-            xaxis=f"x{sfx}", yaxis=f"y{sfx}",
-            customdata=np.array([labels] * n_rows, dtype=object), xgap=1, ygap=1,
-            hovertemplate=f"{what}: %{{customdata}}<br>%{{y}} ({head})<br>attention: %{{z:.4f}}"
-                          "<extra></extra>", name=f"{what}s {idx[0] + 1}–{idx[-1] + 1}"))
-        axes[f"xaxis{sfx}"] = dict(anchor=f"y{sfx}", domain=[0.0, 1.0], tickmode="array",
-                                   tickvals=idx, ticktext=labels, tickangle=-60, showgrid=False,
-                                   range=[idx[0] - 0.5, idx[0] + span - 0.5], **FAST_TICKS)
-        axes[f"yaxis{sfx}"] = dict(anchor=f"x{sfx}", domain=[bottom, top],
-                                   autorange="reversed", showgrid=False, **FAST_TICKS)
-    per_block = 30 * n_rows + 95
     layout = dict(
         axes, title=dict(text=title or f"[CLS] → {what} attention, {head}"),
         coloraxis=dict(colorscale=COLORSCALE_STOPS, cmin=0, cmax=zmax,
                        colorbar=dict(title=dict(text="attention"), thickness=12)),
-        height=140 + per_block * len(chunks), margin=dict(l=70, r=20, t=50, b=100))
-    if len(chunks) == 1 and n_cols > 48:
+        height=140 + (30 * n_rows + 95) * blocks, margin=dict(l=70, r=20, t=50, b=100))
+    if blocks == 1 and n_cols > 48:
         layout["width"] = figure_width(n_cols)
     return unchecked_figure(traces, layout)
 
 
 def heads_figure(view: ClsView, layer: int, wrap: int | None = None) -> go.Figure:
-    """Small multiples: one strip of [CLS]→token attention per head of one layer
-    (per block of ``wrap`` columns with ``wrap``).
+    """Small multiples: a row of [CLS]→token attention per head of one layer (per block of
+    ``wrap`` columns with ``wrap``), one heatmap per block.
 
-    The app does not wrap this one: 12 heads x 6 blocks is 72 subplots, which Plotly.js
-    takes seconds to lay out; one strip per head over all tokens draws at once."""
-    n_heads, n_cols = view.values.shape
-    chunks = _chunks(n_cols, wrap)
-    # One strip per head; between blocks an empty spacer row holds the tick labels.
-    plan = []  # (block, head) per subplot row; head None = spacer
-    for b in range(len(chunks)):
-        if b:
-            plan.append((b, None))
-        plan.extend((b, h) for h in range(n_heads))
-    heights = [1.0 if h is not None else 4.0 for _, h in plan]
-    # Subplot axes laid out by hand (what make_subplots would do): make_subplots plus
-    # per-row updates take ~0.6 s at 60 strips, this takes ~50 ms.
-    total = sum(heights)
-    tops = np.cumsum([0.0] + heights) / total
+    The app does not wrap this one: one block over all tokens draws at once."""
+    n_heads = view.values.shape[0]
+    hover = (f"token: %{{x}}<br>layer {layer + 1}, %{{y}}<br>attention: %{{z:.4f}}"
+             "<extra></extra>")
+    traces, axes, blocks = _stacked_heatmaps(
+        view, [f"head {h + 1}" for h in range(n_heads)], wrap, hover, gap_cap=0.12)
+    for t in traces:
+        t["ygap"] = 2                    # the heads apart, as strips
     zmax = float(view.values.max()) if view.values.size else 1.0
-    span = len(chunks[0])
-    traces, axes, annotations = [], {}, []
-    for row, (b, h) in enumerate(plan, start=1):
-        idx = list(chunks[b])
-        labels = [view.labels[i] for i in idx]
-        sfx = "" if row == 1 else str(row)
-        dom = [1 - tops[row], 1 - tops[row - 1]]
-        axes[f"yaxis{sfx}"] = dict(domain=dom, anchor=f"x{sfx}", showticklabels=False,
-                                   showgrid=False, zeroline=False, **FAST_TICKS)
-        if h is None:
-            axes[f"xaxis{sfx}"] = dict(visible=False, anchor=f"y{sfx}")
-            continue
-        annotations.append(dict(text=f"h{h + 1}", x=1.0, xref="paper", xanchor="left",
-                                y=sum(dom) / 2, yref="paper", yanchor="middle",
-                                showarrow=False, font=dict(size=11)))
-        traces.append(dict(
-            type="heatmap", z=view.values[h:h + 1, idx], x=idx, y=[f"head {h + 1}"], xaxis=f"x{sfx}",
-            yaxis=f"y{sfx}", customdata=[labels], coloraxis="coloraxis", xgap=1, ygap=1,
-            hovertemplate=f"token: %{{customdata}}<br>layer {layer + 1}, head {h + 1}"
-                          "<br>attention: %{z:.4f}<extra></extra>"))
-        step = max(1, -(-len(idx) // MAX_TICKS))   # label every step-th column when crowded
-        axes[f"xaxis{sfx}"] = dict(anchor=f"y{sfx}", range=[idx[0] - 0.5, idx[0] + span - 0.5],
-                                   showticklabels=h == n_heads - 1, tickmode="array",
-                                   tickvals=idx[::step], ticktext=labels[::step], tickangle=-60,
-                                   showgrid=False, **FAST_TICKS)
-    block_px = 24 * n_heads + 96
     return unchecked_figure(traces, dict(
-        axes, annotations=annotations,
-        coloraxis=dict(colorscale=COLORSCALE_STOPS, cmin=0, cmax=zmax,
-                       colorbar=dict(title=dict(text="attention"), thickness=12)),
+        axes, coloraxis=dict(colorscale=COLORSCALE_STOPS, cmin=0, cmax=zmax,
+                             colorbar=dict(title=dict(text="attention"), thickness=12)),
         title=dict(text=f"[CLS] → token attention of every head, layer {layer + 1}"),
-        height=140 + block_px * len(chunks), margin=dict(l=40, r=40, t=50, b=100)))
+        height=140 + (24 * n_heads + 96) * blocks, margin=dict(l=70, r=40, t=50, b=100)))
 
 
 def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
@@ -191,15 +181,35 @@ def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
 _LINE_ENDS = re.compile(r"\r\n|\r|\n")
 
 
-def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=(255, 170, 0),
-                   signed: bool = False, rgb_neg=(45, 108, 223),
+HIGHLIGHT_RGB, HIGHLIGHT_RGB_NEG = (255, 170, 0), (45, 108, 223)
+HIGHLIGHT_STEPS = 10
+
+
+def _alpha(k: int) -> float:
+    """The background opacity of step ``k`` (1..HIGHLIGHT_STEPS) of a word's score."""
+    return 0.08 + 0.82 * k / HIGHLIGHT_STEPS
+
+
+HIGHLIGHT_CSS = ".rb-w{border-radius:3px;padding:0 1px}" + "".join(
+    f".rb-{c}{k}{{background:rgba({r},{g},{b},{_alpha(k):.2f})}}"
+    for c, (r, g, b) in (("p", HIGHLIGHT_RGB), ("n", HIGHLIGHT_RGB_NEG))
+    for k in range(1, HIGHLIGHT_STEPS + 1))
+"""How highlighted words look: set once per page (the app's frame, the report's
+stylesheet). A word carries a class for its colour and its step of opacity (``rb-p7``:
+for the prediction, 7 of 10), not its own style: a 256-token review's four highlighted
+rows were ~140 kB of a prediction's page, they are ~40 kB."""
+
+
+def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=HIGHLIGHT_RGB,
+                   signed: bool = False, rgb_neg=HIGHLIGHT_RGB_NEG,
                    css_class: str = "rb-highlight") -> str:
     """The review with each word's background as strong as its score.
 
     Unsigned (attention): negative scores are drawn as zero, the strongest word in
     ``rgb``. Signed (gradient × input, IG): a diverging scale centred on 0, words
     for the prediction in ``rgb``, words against it in ``rgb_neg``, both scaled by
-    the largest |score|, so evidence against the prediction stays visible.
+    the largest |score|, so evidence against the prediction stays visible. Opacity
+    comes in :data:`HIGHLIGHT_STEPS` steps (:data:`HIGHLIGHT_CSS`).
 
     Every piece of the review goes through ``html.escape``: a review is data, and
     ``<img src=x onerror=...>`` must show as text, never run.
@@ -213,18 +223,19 @@ def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=(255, 17
     for (s, e), sc in zip(spans, scores):
         if s > pos:
             out.append(html.escape(text[pos:s]))
-        if signed:
-            r, g, b = rgb if sc >= 0 else rgb_neg
-            alpha = 0.08 + 0.82 * (abs(sc) / top) if sc != 0 else 0.0
-            title = f"{sc:+.3g}"
-        else:
-            r, g, b = rgb
-            alpha = 0.08 + 0.82 * (sc / top) if sc > 0 else 0.0
-            title = f"{sc:.3f}"
+        against = signed and sc < 0
+        strength = (abs(sc) if signed else max(float(sc), 0.0)) / top
+        title = f"{sc:+.3g}" if signed else f"{sc:.3f}"
         word = html.escape(text[s:e])
-        out.append(f'<span class="rb-w" title="{title}" '
-                   f'style="background: rgba({r},{g},{b},{alpha:.2f}); border-radius:3px; '
-                   f'padding:0 1px">{word}</span>')
+        look = ""
+        if strength > 0:
+            k = min(HIGHLIGHT_STEPS, max(1, round(HIGHLIGHT_STEPS * strength)))
+            if (rgb, rgb_neg) == (HIGHLIGHT_RGB, HIGHLIGHT_RGB_NEG):
+                look = f" rb-{'n' if against else 'p'}{k}"
+            else:   # other colours: the word's own style
+                r, g, b = rgb_neg if against else rgb
+                look = f'" style="background:rgba({r},{g},{b},{_alpha(k):.2f})'
+        out.append(f'<span class="rb-w{look}" title="{title}">{word}</span>')
         pos = e
     out.append(html.escape(text[pos:]))
     # Every line ending Markdown knows (LF, CR, CRLF) becomes <br>: a blank line would end

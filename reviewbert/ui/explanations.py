@@ -148,14 +148,21 @@ def _draw(pred, results, notes, key_prefix: str):
     view = st.segmented_control("Show as", ["Highlighted text", "Heatmap"],
                                 default="Highlighted text", key=f"{key_prefix}_view")
     if view != "Heatmap":
+        # the words the model read: the rest of a truncated review has no score to show
+        read = pred.text[:pred.word_spans[-1][1]] if pred.truncated and pred.word_spans \
+            else pred.text
+        if len(read) < len(pred.text):
+            st.caption(f"Each row shows the review up to the last word the model read "
+                       f"({pred.max_length - 2} wordpieces); the rest has no score.")
         for r in results:
             extra = f" · {r.seconds * 1000:.0f} ms" if r.seconds else ""
             if r.relative_delta is not None:
                 extra += f" · convergence delta {r.relative_delta:.1%}"
             st.markdown(f"**{r.label}** <span style='color:#777;font-size:0.85rem'>"
                         f"({explain.md_escape(r.detail)}{extra})</span>", unsafe_allow_html=True)
-            st.markdown(highlight_html(pred.text, pred.word_spans, r.scores, signed=r.signed,
-                                       css_class=ROW_CLASS), unsafe_allow_html=True)
+            st.markdown(highlight_html(read, pred.word_spans, r.scores, signed=r.signed,
+                                       css_class=ROW_CLASS) + ("…" if read != pred.text else ""),
+                        unsafe_allow_html=True)
     else:
         st.plotly_chart(explain_figures.methods_heatmap(results, pred.words), key=f"{key_prefix}_heatmap")
     if len(results) > 1:

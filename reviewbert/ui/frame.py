@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import allocator, heap
+from .. import allocator, figures, heap
 from . import checkpoints, state
 
 _FRAME_RAN = "_frame_ran"
@@ -32,6 +32,7 @@ def pages() -> list:
 def run() -> None:
     allocator.fix_mmap_threshold()     # once per process: see reviewbert/allocator.py
     nav = st.navigation(pages())
+    st.html(f"<style>{figures.HIGHLIGHT_CSS}</style>")   # style only: takes no space
     state.keep_widget_state()
     checkpoints.pick_checkpoint(checkpoints.checkpoints_root())
     st.session_state[_FRAME_RAN] = True

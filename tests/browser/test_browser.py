@@ -129,7 +129,7 @@ def test_main_page_in_a_real_browser(browser_page):
     assert hv.locator("#vis svg > g > rect").count() >= 12 or \
         hv.locator("#vis svg rect[width='20']").count() == 12   # one checkbox per head
     every_head = [p for p in plots(page) if "every head" in p["title"]]
-    assert len(every_head[0]["traces"]) == 12
+    assert [rows for rows, _ in every_head[0]["traces"]] == [12]     # a row per head
     shot(page, "01_short_review.png")
 
     # switching layer and head changes what is drawn

@@ -331,13 +331,17 @@ def test_signed_highlight_uses_a_diverging_scale_and_unsigned_keeps_its_look():
     text = "good <b>bad</b> fine"
     spans = [(0, 4), (5, 15), (16, 20)]
     signed = highlight_html(text, spans, [0.5, -1.0, 0.0], signed=True, css_class="rb-explain")
+    from reviewbert.figures import HIGHLIGHT_CSS
     assert 'class="rb-explain"' in signed and "<b>" not in signed and "&lt;b&gt;" in signed
-    assert "rgba(255,170,0,0.49)" in signed          # for: orange, |0.5| / 1.0 of the way
-    assert "rgba(45,108,223,0.90)" in signed         # against: blue, the strongest
-    assert 'title="-1"' in signed
+    # a word's look is a class: its colour and its step of opacity (the page's stylesheet)
+    assert ".rb-p5{background:rgba(255,170,0,0.49)}" in HIGHLIGHT_CSS
+    assert ".rb-n10{background:rgba(45,108,223,0.90)}" in HIGHLIGHT_CSS
+    assert 'class="rb-w rb-p5" title="+0.5">good<' in signed   # for: orange, halfway
+    assert 'class="rb-w rb-n10" title="-1">' in signed         # against: blue, the strongest
+    assert 'class="rb-w" title="+0">fine<' in signed           # 0: no colour
     unsigned = highlight_html(text, spans, [0.5, -1.0, 0.0])
-    assert 'class="rb-highlight"' in unsigned and "45,108,223" not in unsigned
-    assert "rgba(255,170,0,0.90)" in unsigned         # negatives clipped: 0.5 is the top
+    assert 'class="rb-highlight"' in unsigned and "rb-n" not in unsigned
+    assert 'class="rb-w rb-p10" title="0.500">good<' in unsigned  # negatives clipped: 0.5 tops
 
 
 def test_methods_heatmap_rows_are_methods_scaled_per_row():
