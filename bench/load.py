@@ -28,7 +28,7 @@ clicks over 20 s.
 Errors: failed sessions, exception elements, error alerts, a prediction missing
 or showing another session's review, "Traceback"/"Error" lines in the server log.
 One model in memory: Streamlit's own counters (``/_stcore/metrics``) say the
-checkpoint was loaded once (one miss of ``load_predictor``'s st.cache_resource,
+checkpoint was loaded once (one miss of ``start_loading``'s st.cache_resource,
 every later call a hit) and the cache holds one entry; the server's RSS before and
 after the sessions is reported beside one model's fp32 weights (it also grows with
 what each session keeps: its last prediction's attention, ~19 MB at 256 tokens).
@@ -71,7 +71,7 @@ from st_session import StSession, cache_count, server_metrics  # noqa: E402
 
 TARGET = 3.0
 DEMO = ROOT / "checkpoints" / "demo"
-LOADER = "load_predictor"                   # predict_panel's st.cache_resource of the model
+LOADER = "start_loading"                    # cached_model's st.cache_resource of the background load
 LENGTHS = (None, 128, 256)                  # None: a short review as written
 LOG_ERROR = re.compile(r"Traceback|\bError\b|Exception")
 MARK = re.compile(r"\bref\d+x\d+\b")
@@ -143,7 +143,7 @@ def app_server(ckpt: Path, tmp: Path, env: dict | None = None):
 
 
 def model_cache(url: str) -> dict:
-    """How often the server loaded the checkpoint (misses of load_predictor's
+    """How often the server loaded the checkpoint (misses of start_loading's
     st.cache_resource) and how many loaded predictors its cache holds."""
     m = server_metrics(url)
     return {"loads": int(cache_count(m, LOADER, result="miss")),

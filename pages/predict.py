@@ -1,7 +1,7 @@
 """Predict: paste or sample a review, see its predicted stars and what BERT attends to."""
 import streamlit as st
 
-from reviewbert.ui import cached_model, explanations, frame, predict, prediction, split_map, state, whatif
+from reviewbert.ui import cached_model, frame, predict, state
 
 frame.require()
 
@@ -10,13 +10,20 @@ st.caption("Predict an Amazon review's star rating with a fine-tuned BERT, then 
            "attends to: [CLS] attention per layer, every head, bertviz's head view, and the "
            "review highlighted word by word.")
 
-info, predictor = cached_model.require_predictor()
-
+info = cached_model.require_checkpoint()
+cached_model.stop_if_failed(info)   # the model loads in the background: the panel draws now
 key = f"{info.path}:{cached_model.mtime(info.path)}"
-predict.input_panel(predictor, info, key)
-result = predict.current(predictor, key)
+predict.input_panel(info, key)
+result = predict.current(key)
 if result is None:
+    predict.fetch_chart_code()
     st.stop()
+
+# The views' modules (torch, plotly figures, scikit-learn) are imported once there is a
+# prediction to draw, so that the first paint of the panel above waits for none of them.
+from reviewbert.ui import explanations, prediction, split_map, whatif  # noqa: E402
+
+_, predictor = cached_model.require_predictor()
 
 pred, true_stars, source = result
 if prediction.unreadable(pred):

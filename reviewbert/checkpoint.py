@@ -4,6 +4,10 @@ A ReviewBERT checkpoint is a plain Hugging Face folder (config.json with id2labe
 model.safetensors, tokenizer files) plus one small ``reviewbert.json`` that says
 how it was trained. ``transformers.pipeline("text-classification", model=DIR)``
 works on it with no ReviewBERT code at all.
+
+torch (and transformers) are imported by the functions that load or save weights, not
+by the module: listing checkpoints and reading their records is what the app's sidebar
+does before its first paint, and it must not wait a second for torch.
 """
 from __future__ import annotations
 
@@ -13,15 +17,16 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from .config import DEFAULT_BASE_MODEL
 from .device import pick_device
 from .errors import CheckpointError, DiskFullError
 from .fsio import _UMASK, atomic_write_json, fault_point, fsync_tree, is_disk_full
 from .labels import LabelScheme, scheme_from_id2label
-from .pruning import PRUNED_KEY, load_pruned
+
+if TYPE_CHECKING:
+    import torch
 
 META_FILE = "reviewbert.json"
 """How a checkpoint (and its run folder) was trained; its format is in runs.py."""
@@ -198,8 +203,11 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
     checkpoint with heads removed (``pruned_heads`` in config.json, see pruning.py) is
     built by :func:`reviewbert.pruning.load_pruned`.
     """
+    import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from transformers.utils import logging as hf_logging
+
+    from .pruning import PRUNED_KEY, load_pruned
     info = checkpoint_info(path)
     ckpt = info.path
     check_weights(ckpt, info.scheme)
@@ -405,6 +413,7 @@ def export_checkpoint(src: str | os.PathLike, dest: str | os.PathLike,
     to fp32 on load on CPU), with the tokenizer and the run's reviewbert.json, which
     gains an ``export`` entry saying where it came from.
     """
+    import torch
     info = checkpoint_info(src)
     model, tok, _ = load_checkpoint(info.path, device=torch.device("cpu"))
     meta = dict(info.meta)

@@ -9,6 +9,10 @@
 - **Threads**: a training run started from the app leaves a core to the app, at a lower
   priority (:func:`set_training_threads`); a prediction beside a training run takes one
   thread fewer (:func:`cpu_threads`, :func:`threads_beside_training`).
+
+torch is imported by the functions that use it, not by the module: the app's frame
+imports this module (through the checkpoint list) before its first paint, and torch's
+import takes a second that the page should not wait for.
 """
 from __future__ import annotations
 
@@ -17,10 +21,12 @@ import os
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from .config import PRECISIONS
+
+if TYPE_CHECKING:
+    import torch
 
 BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 LAUNCHED_ENV = "REVIEWBERT_LAUNCHED"  # set for children of runs.launch: they leave room for the app
@@ -29,6 +35,7 @@ LAUNCHED_ENV = "REVIEWBERT_LAUNCHED"  # set for children of runs.launch: they le
 # --------------------------------------------------------------------- device
 def pick_device(prefer: str | None = None) -> torch.device:
     """CUDA, then MPS, then CPU. ``prefer`` ("cpu", "cuda", "mps") overrides."""
+    import torch
     if prefer:
         return torch.device(prefer)
     if torch.cuda.is_available():
@@ -40,6 +47,7 @@ def pick_device(prefer: str | None = None) -> torch.device:
 
 
 def describe_device(device: torch.device) -> str:
+    import torch
     if device.type == "cuda":
         return f"CUDA GPU ({torch.cuda.get_device_name(device)})"
     if device.type == "mps":
@@ -88,10 +96,12 @@ def resolve_precision(precision: str, device) -> str:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
     if precision != "auto":
         return precision
+    import torch
     return "bf16" if torch.device(device).type == "cpu" and cpu_bf16_units() else "fp32"
 
 
 def resolve_mixed_precision(mixed_precision: str, device) -> str:
+    import torch
     """Training: ``"auto"`` → ``"bf16"`` where bf16 autocast is measured faster at the same
     accuracy: a CPU with AMX-BF16 or AVX512-BF16 units (the README's "bf16 training on a
     CPU" gives the step times and the accuracy of the demo recipe both ways) or a CUDA GPU
@@ -131,6 +141,7 @@ def set_training_threads(accelerator) -> None:
     """
     if accelerator.device.type != "cpu":
         return
+    import torch
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     cores = cores or 1
     background = os.environ.get(LAUNCHED_ENV) == "1" and accelerator.num_processes == 1 \
@@ -203,6 +214,7 @@ def cpu_threads(n: int | None):
     if not n:
         yield
         return
+    import torch
     with _threads_lock:
         if _threads_users == 0:
             _threads_base = torch.get_num_threads()
@@ -222,6 +234,7 @@ def threads_beside_training(busy: bool) -> int | None:
     (fewer than the count before any :func:`cpu_threads` block lowered it)."""
     if not busy:
         return None
+    import torch
     with _threads_lock:
         base = _threads_base if _threads_users else torch.get_num_threads()
     return max(1, base - 1)

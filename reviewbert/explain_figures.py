@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from .figures import FAST_TICKS, _chunks, figure_width, unchecked_figure
 
-# Same colours as figures.highlight_html: rgb (for) and rgb_neg (against).
+# Same colours as highlight.highlight_html: rgb (for) and rgb_neg (against).
 RDBU = get_colorscale("RdBu")      # the agreement matrix's scale (reversed there)
 DIVERGING = [[0.0, "rgb(45,108,223)"], [0.5, "rgb(255,255,255)"], [1.0, "rgb(255,170,0)"]]
 METHOD_COLORS = {"raw_attention": "#e8871e", "rollout": "#2a9d5c", "value_norm": "#9b59b6",

@@ -1,12 +1,9 @@
-"""Figure builders: plain results in, Plotly figures (or HTML strings) out. No Streamlit.
+"""Figure builders: plain results in, Plotly figures out (the highlighted review: highlight.py). No Streamlit.
 
 Columns are placed at integer x positions with the tokens as tick labels: Plotly
 would merge repeated category names ("the", "the") into one column otherwise.
 """
 from __future__ import annotations
-
-import html
-import re
 
 import numpy as np
 import plotly.graph_objects as go
@@ -176,73 +173,6 @@ def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
         xaxis=dict(tickmode="array", tickvals=list(range(n_cols))[::step],
                    ticktext=view.labels[::step], tickangle=-60, **FAST_TICKS),
         yaxis=dict(title=dict(text="attention"), **FAST_TICKS)))
-
-
-_LINE_ENDS = re.compile(r"\r\n|\r|\n")
-
-
-HIGHLIGHT_RGB, HIGHLIGHT_RGB_NEG = (255, 170, 0), (45, 108, 223)
-HIGHLIGHT_STEPS = 10
-
-
-def _alpha(k: int) -> float:
-    """The background opacity of step ``k`` (1..HIGHLIGHT_STEPS) of a word's score."""
-    return 0.08 + 0.82 * k / HIGHLIGHT_STEPS
-
-
-HIGHLIGHT_CSS = ".rb-w{border-radius:3px;padding:0 1px}" + "".join(
-    f".rb-{c}{k}{{background:rgba({r},{g},{b},{_alpha(k):.2f})}}"
-    for c, (r, g, b) in (("p", HIGHLIGHT_RGB), ("n", HIGHLIGHT_RGB_NEG))
-    for k in range(1, HIGHLIGHT_STEPS + 1))
-"""How highlighted words look: set once per page (the app's frame, the report's
-stylesheet). A word carries a class for its colour and its step of opacity (``rb-p7``:
-for the prediction, 7 of 10), not its own style: a 256-token review's four highlighted
-rows were ~140 kB of a prediction's page, they are ~40 kB."""
-
-
-def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=HIGHLIGHT_RGB,
-                   signed: bool = False, rgb_neg=HIGHLIGHT_RGB_NEG,
-                   css_class: str = "rb-highlight") -> str:
-    """The review with each word's background as strong as its score.
-
-    Unsigned (attention): negative scores are drawn as zero, the strongest word in
-    ``rgb``. Signed (gradient × input, IG): a diverging scale centred on 0, words
-    for the prediction in ``rgb``, words against it in ``rgb_neg``, both scaled by
-    the largest |score|, so evidence against the prediction stays visible. Opacity
-    comes in :data:`HIGHLIGHT_STEPS` steps (:data:`HIGHLIGHT_CSS`).
-
-    Every piece of the review goes through ``html.escape``: a review is data, and
-    ``<img src=x onerror=...>`` must show as text, never run.
-    """
-    scores = np.asarray(scores, dtype=float)
-    if signed:
-        top = float(np.abs(scores).max()) if scores.size and np.abs(scores).max() > 0 else 1.0
-    else:
-        top = float(scores.max()) if scores.size and scores.max() > 0 else 1.0
-    out, pos = [], 0
-    for (s, e), sc in zip(spans, scores):
-        if s > pos:
-            out.append(html.escape(text[pos:s]))
-        against = signed and sc < 0
-        strength = (abs(sc) if signed else max(float(sc), 0.0)) / top
-        title = f"{sc:+.3g}" if signed else f"{sc:.3f}"
-        word = html.escape(text[s:e])
-        look = ""
-        if strength > 0:
-            k = min(HIGHLIGHT_STEPS, max(1, round(HIGHLIGHT_STEPS * strength)))
-            if (rgb, rgb_neg) == (HIGHLIGHT_RGB, HIGHLIGHT_RGB_NEG):
-                look = f" rb-{'n' if against else 'p'}{k}"
-            else:   # other colours: the word's own style
-                r, g, b = rgb_neg if against else rgb
-                look = f'" style="background:rgba({r},{g},{b},{_alpha(k):.2f})'
-        out.append(f'<span class="rb-w{look}" title="{title}">{word}</span>')
-        pos = e
-    out.append(html.escape(text[pos:]))
-    # Every line ending Markdown knows (LF, CR, CRLF) becomes <br>: a blank line would end
-    # the HTML block, and Markdown would render the rest of the review (a lone CR too).
-    body = _LINE_ENDS.sub("<br>", "".join(out))
-    return (f'<div class="{html.escape(css_class)}" style="line-height:1.9; font-size:1.02rem; '
-            f'white-space:normal; overflow-wrap:anywhere">{body}</div>')
 
 
 # ------------------------------------------------------------------ training curves

@@ -11,32 +11,37 @@ permanent generation that collections skip; a collection then walks only what wa
 since: under a millisecond. Objects in it are still freed by reference counting; only
 reference *cycles* among them wait. So each freeze first unfreezes and collects fully:
 a model dropped from a cache since the last freeze, cycles and all, is freed then.
-Freezing happens when something long-lived arrives (a model is loaded) and after the
-first script run of the process (the imports), rarely enough that the full collection
-it costs does not matter.
+Freezing happens when something long-lived arrives (a model is loaded) and after a script
+run that imported modules (the first one, and a page's first run: pages import torch,
+plotly figures or scikit-learn only when they need them), rarely enough that the full
+collection it costs does not matter.
 """
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 
 _lock = threading.Lock()
-_first_run_done = False
+_modules_frozen = 0       # len(sys.modules) at the last freeze
+IMPORTS_WORTH_A_FREEZE = 20
 
 
 def freeze_long_lived() -> int:
     """Collect everything, then freeze what survives; returns the number frozen."""
+    global _modules_frozen
     with _lock:
+        _modules_frozen = len(sys.modules)
         gc.unfreeze()
         gc.collect()
         gc.freeze()
         return gc.get_freeze_count()
 
 
-def freeze_after_first_run() -> None:
-    """Freeze once per process, after the first script run has imported the app."""
-    global _first_run_done
-    if _first_run_done:
-        return
-    _first_run_done = True
+def freeze_if_imported() -> bool:
+    """Freeze after a script run that imported modules (at least IMPORTS_WORTH_A_FREEZE
+    since the last freeze); True if it froze."""
+    if len(sys.modules) < _modules_frozen + IMPORTS_WORTH_A_FREEZE:
+        return False
     freeze_long_lived()
+    return True

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import plotly.io as pio
 
-from . import attention, figures
+from . import attention, figures, highlight
 from .analysis import breakdown, drivers
 from .analysis import figures as analysis_figures
 from .analysis.calibration import reliability
@@ -189,7 +189,7 @@ def build_report(r: ReportInputs) -> str:
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>ReviewBERT error analysis: {_e(r.checkpoint)}</title>"
-            f"<style>{CSS}{figures.HIGHLIGHT_CSS}</style></head><body>\n{body}\n</body></html>\n")
+            f"<style>{CSS}{highlight.HIGHLIGHT_CSS}</style></head><body>\n{body}\n</body></html>\n")
 
 
 def _provenance(p) -> str:

@@ -9,22 +9,21 @@ Plotly figures or HTML strings out. No Streamlit, no model.
 
 Review text is data: every piece of it goes through ``html.escape`` (in the HTML, and in
 Plotly labels and hovers, whose pseudo-HTML would otherwise render ``<b>`` or ``<a>``),
-and line endings become ``<br>`` as in ``figures.highlight_html``.
+and line endings become ``<br>`` as in ``highlight.highlight_html``.
 """
 from __future__ import annotations
 
 import html
-import re
 
 import numpy as np
 import plotly.graph_objects as go
 
 from .figures import unchecked_figure
+from .highlight import LINE_ENDS
 
 ADDED, REMOVED = (42, 157, 92), (214, 39, 40)
 BEFORE_COLOR, AFTER_COLOR = "#b8c4d9", "#2d6cdf"
 CLASS_COLORS = ("#d62728", "#e8871e", "#7f7f7f", "#2a9d5c", "#2d6cdf")
-_LINE_ENDS = re.compile(r"\r\n|\r|\n")
 
 
 def plotly_text(text: str, limit: int = 120) -> str:
@@ -77,7 +76,7 @@ def diff_html(before_text: str, before_spans, after_text: str, after_spans, chan
             out.append(html.escape(piece) if c.op == "equal" else _mark(piece, ADDED, False))
             pos = e
     out.append(html.escape(after_text[pos:]))
-    body = _LINE_ENDS.sub("<br>", "".join(out))
+    body = LINE_ENDS.sub("<br>", "".join(out))
     return (f'<div class="{html.escape(css_class)}" style="line-height:1.9; font-size:1.02rem; '
             f'white-space:normal; overflow-wrap:anywhere">{body}</div>')
 

@@ -1,19 +1,34 @@
-"""The sidebar's checkpoint loaded once per server process (``st.cache_resource``): its
-Predictor, warmed up, and its own test split for the samplers. Every page that needs a
-model starts with :func:`require_predictor`."""
+"""The sidebar's checkpoint, loaded once per server process in the background
+(``model_loading.BackgroundLoad`` in an ``st.cache_resource``): the frame starts the load
+on the first run that names the checkpoint, pages draw their controls without waiting,
+and whatever needs the model waits for it here, under a "Loading the model…" spinner.
+Every page that needs a model starts with :func:`require_predictor`, or with
+:func:`require_checkpoint` and :func:`loading` when it draws something first.
+"""
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from .. import heap
-from ..checkpoint import CheckpointInfo, checkpoint_info
-from ..device import pick_device
+from ..checkpoint import CheckpointInfo
 from ..errors import CheckpointError
-from ..examples import Review, test_split_examples
-from ..inference import Predictor
+from ..model_loading import BackgroundLoad
 from . import checkpoints, state
+
+if TYPE_CHECKING:
+    from ..examples import Review
+    from ..inference import Predictor
+
+LOADING = "Loading the model…"
+RETRY_AFTER_S = 3.0     # a failed load is tried again by the first rerun this much later
+# What draws a prediction: imported by the load's thread once the model is ready, so that
+# the first click on Predict does not wait for them (split_map brings scikit-learn: 0.7 s).
+VIEW_MODULES = ("reviewbert.ui.prediction", "reviewbert.ui.explanations",
+                "reviewbert.ui.split_map", "reviewbert.ui.whatif")
 
 
 def mtime(path: Path) -> float:
@@ -22,52 +37,105 @@ def mtime(path: Path) -> float:
     return max((f.stat().st_mtime for f in files if f.exists()), default=0.0)
 
 
-@st.cache_resource(max_entries=3, show_spinner="Loading the checkpoint…")
+@st.cache_resource(max_entries=3, show_spinner=False)
+def start_loading(path: str, stamp: float) -> BackgroundLoad:
+    """The checkpoint's load, shared by every session: started by the first call, returned
+    at once (it runs in its own thread)."""
+    return BackgroundLoad(path, after_load=heap.freeze_long_lived, after_model=import_views)
+
+
+def import_views() -> None:
+    for name in VIEW_MODULES:
+        importlib.import_module(name)
+
+
+def loading(info: CheckpointInfo) -> BackgroundLoad:
+    """The checkpoint's load, started now if nothing started it. A failed load is kept
+    for RETRY_AFTER_S (every call of one script run sees the same failure), then tried
+    again: a checkpoint fixed on disk loads on a later rerun."""
+    path, stamp = str(info.path), mtime(info.path)
+    job = start_loading(path, stamp)
+    if job.failed_for() > RETRY_AFTER_S:
+        start_loading.clear(path, stamp)
+        job = start_loading(path, stamp)
+    return job
+
+
 def load_predictor(path: str, stamp: float) -> Predictor:
-    """The shared predictor of a checkpoint. Any failure is a CheckpointError (one
-    line, which every page shows instead of a traceback); none is cached, so a
-    fixed checkpoint loads on the next rerun."""
-    try:
-        predictor = Predictor.from_checkpoint(path, pick_device())
-        predictor.warm_up()
-    except CheckpointError:
-        raise
-    except Exception as e:  # noqa: BLE001 - it loaded but cannot predict: still broken
-        why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        raise CheckpointError(f"{path} loaded but cannot predict: {type(e).__name__}: {why}") from e
-    heap.freeze_long_lived()    # out of the collection Streamlit runs after every rerun
-    return predictor
+    """The checkpoint's Predictor, waiting (with a spinner) while it loads; its
+    CheckpointError if it cannot load."""
+    job = start_loading(path, stamp)
+    if not job.ready:
+        with st.spinner(LOADING):
+            job.predictor()
+    return job.predictor()
 
 
-@st.cache_resource(max_entries=4, show_spinner="Rebuilding the checkpoint's test split…")
 def load_test_reviews(path: str, stamp: float) -> tuple[tuple[Review, ...] | None, str]:
-    """(reviews, "") from the checkpoint's own test split, or (None, why not).
+    """(reviews, "") from the checkpoint's own test split, or (None, why not); waits for
+    it. A resource shared read-only by every session: a tuple of frozen Reviews."""
+    job = start_loading(path, stamp)
+    if not job.split_ready():
+        with st.spinner("Rebuilding the checkpoint's test split…"):
+            job.test_reviews()
+    return job.test_reviews()
 
-    A resource, shared read-only by every session: a tuple of frozen Reviews. (As
-    ``st.cache_data`` every rerun of every page unpickled all 2,105 of them, ~2 % of
-    the Predict page's server time.)"""
-    predictor = load_predictor(path, stamp)
-    meta = checkpoint_info(path).meta
-    if not meta.get("data"):
-        return None, "its reviewbert.json names no data files"
-    try:
-        reviews = test_split_examples(meta, tokenizer=predictor.tokenizer)
-    except ImportError as e:
-        return None, f"the data module is not available ({e})"
-    except Exception as e:  # noqa: BLE001 - DataError (missing files) or a malformed section
-        return None, str(e).splitlines()[0][:300]
-    if not reviews:
-        return None, "its test split is empty"
-    return tuple(reviews), ""
+
+def device_line(info: CheckpointInfo | None) -> str:
+    """The sidebar's "Device: …": from the load (torch is imported there), or "detecting"
+    while it is importing; with no checkpoint, asked directly."""
+    if info is None:
+        from ..device import describe_device, pick_device
+        return describe_device(pick_device())
+    return loading(info).device or "detecting… (the model is loading)"
+
+
+def load_status(info: CheckpointInfo | None) -> None:
+    """The sidebar's "Device: …" line. While the checkpoint loads it is a fragment that
+    redraws itself every half second (device, seconds so far) and reruns the whole page
+    once the load is done, so that what waited for it (the sampler's test split, a broken
+    checkpoint's message) appears without a click."""
+    if info is None:
+        st.caption(f"Device: {device_line(None)}")
+        return
+    job = loading(info)
+    if job.ready:
+        st.caption(f"Device: {job.device}")
+    else:
+        _watch_load(str(info.path), mtime(info.path))
+
+
+@st.fragment(run_every=0.5)
+def _watch_load(path: str, stamp: float) -> None:
+    job = start_loading(path, stamp)
+    if job.ready:
+        st.rerun(scope="app")
+    st.caption(f"Device: {job.device or 'detecting…'} · loading the model "
+               f"({job.elapsed():.0f} s)")
+
+
+def stop_if_failed(info: CheckpointInfo) -> None:
+    """A checkpoint whose background load failed: its message, and the page stops here
+    (a page that draws before the model is ready calls this instead of waiting)."""
+    job = loading(info)
+    if job.failed is not None:
+        checkpoints.load_error(job.failed)
+        st.stop()
+
+
+def require_checkpoint() -> CheckpointInfo:
+    """The sidebar's checkpoint; with none the page shows the training guide and stops."""
+    info = state.current_checkpoint()
+    if info is None:
+        checkpoints.training_guide(checkpoints.checkpoints_root())
+        st.stop()
+    return info
 
 
 def require_predictor() -> tuple[CheckpointInfo, Predictor]:
     """The sidebar's checkpoint and its cached predictor, for a page that needs a model;
     with none (the training guide) or a broken one (its message) the page stops here."""
-    info = state.current_checkpoint()
-    if info is None:
-        checkpoints.training_guide(checkpoints.checkpoints_root())
-        st.stop()
+    info = require_checkpoint()
     try:
         return info, load_predictor(str(info.path), mtime(info.path))
     except CheckpointError as e:

@@ -1,4 +1,5 @@
-"""Sidebar: which checkpoint, on which device; the training guide when there is none."""
+"""Sidebar: which checkpoint (its device and load: ``cached_model.load_status``); the training
+guide when there is none."""
 from __future__ import annotations
 
 import os
@@ -8,7 +9,6 @@ import streamlit as st
 
 from .. import catalog
 from ..checkpoint import CheckpointInfo, list_checkpoints
-from ..device import describe_device, pick_device
 from ..markdown import md_escape
 from . import state
 
@@ -99,8 +99,6 @@ def pick_checkpoint(root: Path) -> CheckpointInfo | None:
     """
     problems: list = []
     infos = list_checkpoints(root, problems)
-    st.sidebar.header("Model")
-    st.sidebar.caption(f"Device: {describe_device(pick_device())}")
     n_trials = catalog.count_trials(infos)
     show_trials = False
     if n_trials:

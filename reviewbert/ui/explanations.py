@@ -16,7 +16,7 @@ from __future__ import annotations
 import streamlit as st
 
 from .. import explain, explain_figures
-from ..figures import highlight_html
+from ..highlight import highlight_html
 
 ROW_CLASS = "rb-explain"   # the highlighted rows (not "rb-highlight": that is the page's view)
 IG_STEPS_HELP = (f"IG doubles this (up to {explain.IG_MAX_STEPS} steps) while its convergence delta is "

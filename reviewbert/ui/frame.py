@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import allocator, figures, heap
-from . import checkpoints, state
+from .. import allocator, heap, highlight
+from . import cached_model, checkpoints, state
 
 _FRAME_RAN = "_frame_ran"
 
@@ -32,14 +32,18 @@ def pages() -> list:
 def run() -> None:
     allocator.fix_mmap_threshold()     # once per process: see reviewbert/allocator.py
     nav = st.navigation(pages())
-    st.html(f"<style>{figures.HIGHLIGHT_CSS}</style>")   # style only: takes no space
+    st.html(f"<style>{highlight.HIGHLIGHT_CSS}</style>")   # style only: takes no space
     state.keep_widget_state()
-    checkpoints.pick_checkpoint(checkpoints.checkpoints_root())
+    st.sidebar.header("Model")
+    device = st.sidebar.empty()
+    info = checkpoints.pick_checkpoint(checkpoints.checkpoints_root())
+    with device.container():        # starts the checkpoint's load (a thread) if none has
+        cached_model.load_status(info)
     st.session_state[_FRAME_RAN] = True
     try:
         nav.run()
     finally:                    # also after st.stop() or st.rerun()
-        heap.freeze_after_first_run()
+        heap.freeze_if_imported()
 
 
 def require() -> None:

@@ -3,21 +3,28 @@ state (the model itself: ``cached_model``).
 
 The Prediction is kept in ``st.session_state`` so that moving a layer or head
 slider redraws from it without another forward pass.
+
+The panel draws while the checkpoint is still loading (``cached_model.loading``): only
+*Sample a review* and *Predict* wait for the model, under a spinner. So this module
+imports nothing that imports torch.
 """
 from __future__ import annotations
 
 import random
+from typing import TYPE_CHECKING
 
 import numpy as np
 import streamlit as st
 
 from ..checkpoint import CheckpointInfo
 from ..device import cpu_threads, threads_beside_training
+from ..errors import CheckpointError
 from ..examples import BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample
-from ..inference import Predictor
 from ..runs import device_busy
-from . import checkpoints, state
-from .cached_model import load_test_reviews, mtime
+from . import cached_model, checkpoints, state
+
+if TYPE_CHECKING:
+    from ..inference import Predictor
 
 MISCLASSIFIED_TRIES = 25
 
@@ -35,6 +42,27 @@ def _cached_mistakes(reviews, predictor: Predictor, path: str | None):
     if preds is None:
         return None
     return [reviews[i] for i in np.flatnonzero(~preds.correct)]
+
+
+def _sample_source(info: CheckpointInfo):
+    """(reviews, the panel's line about them): the test split; the built-in examples when
+    it cannot be had."""
+    reviews, why = cached_model.load_test_reviews(str(info.path), cached_model.mtime(info.path))
+    if reviews is None:
+        reviews = builtin_examples()
+        return reviews, (f"**{BUILTIN_SOURCE}** ({len(reviews)} reviews written for ReviewBERT): "
+                         f"this checkpoint's own test split is not available — {why}.")
+    return reviews, f"the checkpoint's own **test split** ({len(reviews):,} reviews)"
+
+
+def _sample_clicked(info: CheckpointInfo) -> None:
+    """*Sample a review*: waits for the model and the split if they are still loading."""
+    try:
+        predictor = cached_model.load_predictor(str(info.path), cached_model.mtime(info.path))
+    except CheckpointError:
+        return                  # the page shows the checkpoint's message (stop_if_failed)
+    reviews, _ = _sample_source(info)
+    _do_sample(reviews, predictor, str(info.path))
 
 
 def _do_sample(reviews, predictor: Predictor, path: str | None = None):
@@ -67,14 +95,12 @@ def _do_sample(reviews, predictor: Predictor, path: str | None = None):
     st.session_state[state.RUN_PREDICT] = True
 
 
-def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> None:
-    reviews, why = load_test_reviews(str(info.path), mtime(info.path))
-    if reviews is None:
-        reviews = builtin_examples()
-        source = (f"**{BUILTIN_SOURCE}** ({len(reviews)} reviews written for ReviewBERT): "
-                  f"this checkpoint's own test split is not available — {why}.")
+def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
+    """Sample or paste, then Predict; drawn at once, even while the model loads."""
+    if cached_model.loading(info).split_ready():
+        source = _sample_source(info)[1]
     else:
-        source = f"the checkpoint's own **test split** ({len(reviews):,} reviews)"
+        source = "the checkpoint's own **test split** (being rebuilt while the model loads)"
 
     with st.container(border=True):
         st.markdown("**Sample a review** — " + source)
@@ -85,8 +111,8 @@ def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> No
                                  help=f"Draws one of the model's mistakes from the Error analysis page's "
                          f"cache when the split was evaluated there; otherwise draws until "
                          f"the model gets one wrong (at most {MISCLASSIFIED_TRIES} tries)")
-        c3.button("Sample a review", key="sample_btn", on_click=_do_sample,
-                  args=(reviews, predictor, str(info.path)), use_container_width=True)
+        c3.button("Sample a review", key="sample_btn", on_click=_sample_clicked,
+                  args=(info,), use_container_width=True)
         note = st.session_state.pop(state.SAMPLE_NOTE, "")
         if note:
             st.info(note)
@@ -103,7 +129,17 @@ def input_panel(predictor: Predictor, info: CheckpointInfo, ckpt_key: str) -> No
             st.info("Type or paste a review first (the text box is empty or holds only "
                     "spaces), or press **Sample a review**.")
             return
-        run(predictor, text, ckpt_key)
+        run(cached_model.require_predictor()[1], text, ckpt_key)
+
+
+def fetch_chart_code() -> None:
+    """An empty, hidden Plotly chart while nothing is predicted yet: the browser fetches
+    and parses Streamlit's Plotly bundle (several MB of JavaScript) now, while the model
+    loads, instead of after the first click on Predict."""
+    import plotly.graph_objects as go
+    with st.container(height=1, border=False):
+        st.plotly_chart(go.Figure(layout={"height": 10, "width": 10}), key="plotly_prefetch",
+                        config={"staticPlot": True, "displayModeBar": False})
 
 
 def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
@@ -113,13 +149,13 @@ def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
     st.session_state[state.RESULT] = {"key": ckpt_key, "input": text, "pred": pred}
 
 
-def current(predictor: Predictor, ckpt_key: str):
+def current(ckpt_key: str):
     """(prediction, true stars or None, source or None), re-run if the checkpoint changed."""
     res = st.session_state.get(state.RESULT)
     if not res:
         return None
     if res["key"] != ckpt_key:  # another checkpoint was picked: same text, new model
-        run(predictor, res["input"], ckpt_key)
+        run(cached_model.require_predictor()[1], res["input"], ckpt_key)
         res = st.session_state[state.RESULT]
     truth = st.session_state.get(state.TRUTH) or {}
     if truth.get("text") == res["input"]:

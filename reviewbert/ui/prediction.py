@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from .. import attention, figures, headview
+from .. import attention, figures, headview, highlight
 from ..headview import MAX_TOKENS as HV_MAX
 from ..headview import last_window_start
 from ..inference import Prediction
@@ -165,7 +165,7 @@ def highlight_view(pred: Prediction, c: dict):
     st.caption(f"[CLS] → word attention in layer {c['layer'] + 1}, {head} "
                "(special tokens excluded, renormalised). Hover a word for its value.")
     scores = attention.word_scores(pred, c["layer"], c["head"])
-    st.markdown(figures.highlight_html(pred.text, pred.word_spans, scores), unsafe_allow_html=True)
+    st.markdown(highlight.highlight_html(pred.text, pred.word_spans, scores), unsafe_allow_html=True)
 
 
 # ------------------------------------------------------------------ downloads

@@ -9,7 +9,7 @@ per review, ``{prefix}_state`` keeps the editor's history and the counterfactual
 and drops them when another review is predicted. The editor takes what the Predict
 page's box takes: any text, cut at ``inference.MAX_CHARS`` characters (with the same
 warning), drawn only through escaped HTML (``whatif_figures.diff_html``,
-``figures.highlight_html``, Plotly labels through ``whatif_figures.plotly_text``), in
+``highlight.highlight_html``, Plotly labels through ``whatif_figures.plotly_text``), in
 Markdown only as escaped words (``markdown.md_escape``), or in dataframes.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pandas as pd
 import streamlit as st
 
 from .. import brittleness, explain, whatif, whatif_figures
-from ..figures import highlight_html
+from ..highlight import highlight_html
 from ..inference import MAX_CHARS
 from ..markdown import md_escape
 from .prediction import UNREADABLE

@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from app_support import run_loaded
 from streamlit.testing.v1 import AppTest
 
 from reviewbert.ui import state as S
@@ -60,7 +61,7 @@ def env(monkeypatch, root, tmp_path):
 
 
 def ok(at: AppTest) -> AppTest:
-    at.run()
+    run_loaded(at)
     assert not at.exception, at.exception
     return at
 

@@ -11,7 +11,7 @@ import pytest
 from test_app import predict
 from test_error_page import ckpt_root, open_page, tab, texts  # noqa: F401 - ckpt_root: fixture
 
-from reviewbert.figures import highlight_html
+from reviewbert.highlight import highlight_html
 from reviewbert.markdown import md_code, md_escape
 from reviewbert.ui.prediction import UNREADABLE
 

@@ -113,9 +113,16 @@ def shot(page, name: str):
 
 def test_main_page_in_a_real_browser(browser_page):
     page, blocked, dialogs = browser_page
-    assert "Device: CPU" in page.inner_text("section[data-testid='stSidebar']")
+    sidebar = page.locator("section[data-testid='stSidebar']")
+    # A fresh server: the panel is drawn while the model loads in the background, and a
+    # click on Predict then waits for the load (a spinner) instead of failing.
+    at_first_paint = sidebar.inner_text()
+    assert "loading the model" in at_first_paint, at_first_paint
 
     first = predict(page, SHORT, timeout=120_000)
+    expect(sidebar).to_contain_text("Device: CPU", timeout=60_000)
+    expect(sidebar).not_to_contain_text("loading the model")
+    assert page.locator("[data-testid='stException'], [data-testid='stAlertContentError']").count() == 0
     # the [CLS] heatmap: 6 layers (all of MiniLM's) x the review's tokens minus [CLS]/[SEP]
     cls = [p for p in plots(page) if "[CLS] → token attention, mean" in p["title"]]
     assert cls, plots(page)

@@ -18,6 +18,7 @@ from toyreviews import write_toy_csv
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
+expect = playwright.expect
 
 ART = ROOT / "artifacts" / "browser"
 
@@ -99,7 +100,8 @@ def _flow(page, server, tmp, frames, received):
     if True:
         page.goto(server.url + "/train")
         page.get_by_text("Train a model").wait_for(timeout=90_000)
-        assert "Device: CPU" in page.inner_text("section[data-testid='stSidebar']")
+        expect(page.locator("section[data-testid='stSidebar']")).to_contain_text(
+            "Device: CPU", timeout=60_000)     # once the background load has imported torch
 
         # --- distillation's field: a teacher folder that does not exist is refused at once
         page.locator("[data-testid=stRadio] label").filter(has_text="New run").click()

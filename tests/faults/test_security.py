@@ -310,7 +310,7 @@ TAG = re.compile(r"<\s*([a-zA-Z][\w-]*)")
 
 
 def test_the_highlighted_review_is_escaped():
-    from reviewbert.figures import highlight_html
+    from reviewbert.highlight import highlight_html
     text = " ".join(HOSTILE)
     spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
     out = highlight_html(text, spans, [0.5] * len(spans))

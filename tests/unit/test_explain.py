@@ -327,11 +327,11 @@ def test_all_methods_on_real_test_reviews_of_32_and_256_tokens(data_dir):
 
 # ------------------------------------------------------------------- figures
 def test_signed_highlight_uses_a_diverging_scale_and_unsigned_keeps_its_look():
-    from reviewbert.figures import highlight_html
+    from reviewbert.highlight import highlight_html
     text = "good <b>bad</b> fine"
     spans = [(0, 4), (5, 15), (16, 20)]
     signed = highlight_html(text, spans, [0.5, -1.0, 0.0], signed=True, css_class="rb-explain")
-    from reviewbert.figures import HIGHLIGHT_CSS
+    from reviewbert.highlight import HIGHLIGHT_CSS
     assert 'class="rb-explain"' in signed and "<b>" not in signed and "&lt;b&gt;" in signed
     # a word's look is a class: its colour and its step of opacity (the page's stylesheet)
     assert ".rb-p5{background:rgba(255,170,0,0.49)}" in HIGHLIGHT_CSS

@@ -12,6 +12,7 @@ from reviewbert import explain_figures as XF
 from reviewbert import figures as F
 from reviewbert.examples import EXAMPLES_FILE, builtin_examples, sample
 from reviewbert.headview import VENDOR, VENDOR_FILES, head_view_html
+from reviewbert.highlight import highlight_html
 
 
 def test_cls_heatmap_rows_columns_and_hover():
@@ -123,7 +124,7 @@ def test_unchecked_figures_pass_validation_and_give_the_validated_json():
 def test_highlight_html_escapes_the_review():
     text = 'Nice <img src=x onerror=alert(1)> & "cheap"'
     spans = [(0, 4), (5, 9), (10, 15)]
-    html = F.highlight_html(text, spans, [0.5, 0.3, 0.2])
+    html = highlight_html(text, spans, [0.5, 0.3, 0.2])
     assert "<img" not in html
     assert "&lt;img" in html and "&amp;" in html
     assert html.count('class="rb-w') == 3

@@ -49,3 +49,19 @@ def test_objects_made_after_a_freeze_are_collected_as_usual():
     del b
     gc.collect(2)
     assert ref() is None
+
+
+def test_a_run_that_imported_modules_freezes_and_one_that_did_not_does_not(monkeypatch):
+    heap.freeze_long_lived()
+    assert heap.freeze_if_imported() is False          # nothing imported since
+    fake = {f"reviewbert_fake_module_{i}": object() for i in range(heap.IMPORTS_WORTH_A_FREEZE)}
+    for name, mod in fake.items():
+        monkeypatch.setitem(__import__("sys").modules, name, mod)
+    a = Node()
+    a.cycle = a
+    ref = weakref.ref(a)
+    assert heap.freeze_if_imported() is True           # e.g. a page's first import of torch
+    del a
+    gc.collect(2)
+    assert ref() is not None                           # it was frozen then
+    assert heap.freeze_if_imported() is False          # and not again on the next run

@@ -161,3 +161,22 @@ def test_modules_are_imported_under_their_names():
                 short += [f"{path.relative_to(ROOT)}: {a.name} as {a.asname}" for a in node.names
                           if a.asname and len(a.asname) <= 2]
     assert short == []
+
+
+def test_the_predict_page_imports_its_views_after_the_panel_and_the_load_preimports_them():
+    """The first paint waits for no view module (torch, figures, scikit-learn), and the
+    background load imports exactly the modules the page imports once it has a result."""
+    import ast
+
+    from reviewbert.ui.cached_model import VIEW_MODULES
+    tree = ast.parse((ROOT / "pages" / "predict.py").read_text())
+    top, late = set(), set()
+    seen_panel = False
+    for node in tree.body:
+        if "input_panel" in ast.unparse(node):
+            seen_panel = True
+        if isinstance(node, ast.ImportFrom) and node.module == "reviewbert.ui":
+            names = {f"reviewbert.ui.{a.name}" for a in node.names}
+            (late if seen_panel else top).update(names)
+    assert late == set(VIEW_MODULES), (late, VIEW_MODULES)
+    assert not top & set(VIEW_MODULES)

@@ -1,0 +1,30 @@
+"""AppTest helpers shared by the app tests."""
+from __future__ import annotations
+
+import time
+
+from reviewbert.ui import cached_model
+
+
+def loading(at) -> bool:
+    """The sidebar still says the model is loading (its fragment is polling)."""
+    return any("loading the model" in str(c.value) for c in at.caption)
+
+
+def run_loaded(at, timeout: float = 120.0):
+    """``at.run()``, then again while the sidebar says the checkpoint is still loading.
+
+    In a browser the sidebar's fragment reruns the page by itself once the background
+    load is done (``cached_model.load_status``); AppTest runs no fragment timers, so
+    this does what that rerun does. A failed load is then on the page, as a user sees it.
+    """
+    at.run()
+    deadline = time.monotonic() + timeout
+    while loading(at) and not at.exception:
+        assert time.monotonic() < deadline, "the checkpoint was still loading"
+        time.sleep(0.1)
+        at.run()
+    return at
+
+
+assert cached_model.RETRY_AFTER_S >= 1.0, "run_loaded's reruns must see one failure"

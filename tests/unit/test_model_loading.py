@@ -1,0 +1,113 @@
+"""reviewbert.model_loading: a checkpoint loaded in a thread while the pages draw."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from reviewbert.errors import CheckpointError
+from reviewbert.model_loading import BackgroundLoad, load_predictor, load_test_split
+
+
+class FakePredictor:
+    tokenizer = "tok"
+
+
+def gated_load(gate: threading.Event, calls: list):
+    def load(path):
+        calls.append(("load", path))
+        gate.wait(10)
+        return FakePredictor()
+    return load
+
+
+def test_the_load_runs_in_a_thread_and_the_caller_does_not_wait():
+    gate, calls = threading.Event(), []
+    job = BackgroundLoad("ckpt", load=gated_load(gate, calls), split=lambda p, t: ((1, 2), ""))
+    assert not job.ready and job.failed is None
+    with pytest.raises(TimeoutError, match="still loading"):
+        job.predictor(timeout=0.05)
+    gate.set()
+    assert isinstance(job.predictor(timeout=10), FakePredictor)
+    assert job.ready and job.seconds is not None and job.device  # the device was described
+    assert job.test_reviews(timeout=10) == ((1, 2), "")
+    assert calls == [("load", "ckpt")]
+
+
+def test_the_split_is_built_with_the_loaded_tokenizer_after_the_model_is_ready():
+    seen, after = [], []
+    split_gate = threading.Event()
+
+    def split(path, tokenizer):
+        seen.append((path, tokenizer))
+        split_gate.wait(10)
+        return None, "its reviewbert.json names no data files"
+    job = BackgroundLoad("p", after_load=lambda: after.append(1),
+                         load=lambda p: FakePredictor(), split=split)
+    job.predictor(timeout=10)                 # Predict does not wait for the split
+    assert not job.split_ready()
+    split_gate.set()
+    assert job.test_reviews(timeout=10) == (None, "its reviewbert.json names no data files")
+    assert seen == [("p", "tok")]
+    job._thread.join(10)
+    assert after == [1, 1]                    # after the model, and after the split
+
+
+def test_a_checkpoint_error_is_kept_and_raised_to_every_caller():
+    def load(path):
+        raise CheckpointError("ckpt: config.json is not valid JSON")
+    job = BackgroundLoad("ckpt", load=load)
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        job.predictor(timeout=10)
+    assert isinstance(job.failed, CheckpointError)
+    with pytest.raises(CheckpointError):
+        job.predictor(timeout=10)
+    assert job.test_reviews(timeout=10) == (None, "the checkpoint did not load")
+
+
+def test_any_other_failure_becomes_one_line_checkpoint_error_not_a_dead_thread():
+    def load(path):
+        raise RuntimeError("shape mismatch\nlong traceback text")
+    job = BackgroundLoad("ckpt", load=load)
+    with pytest.raises(CheckpointError) as e:
+        job.predictor(timeout=10)
+    assert str(e.value) == "ckpt loaded but cannot predict: RuntimeError: shape mismatch"
+
+
+def test_a_failing_split_falls_back_with_its_reason():
+    def split(path, tok):
+        raise ValueError("bad split section")
+    job = BackgroundLoad("ckpt", load=lambda p: FakePredictor(), split=split)
+    assert job.test_reviews(timeout=10) == (None, "ValueError: bad split section")
+    assert isinstance(job.predictor(timeout=1), FakePredictor)
+
+
+def test_the_real_load_and_split_of_a_tiny_checkpoint(tiny_model_dir):
+    predictor = load_predictor(str(tiny_model_dir))
+    assert predictor.predict("great phone").probs.shape[-1] in (3, 5)
+    reviews, why = load_test_split(str(tiny_model_dir), predictor.tokenizer)
+    assert reviews is None and why        # the tiny fixture names no data files: said why
+
+
+def test_a_broken_checkpoint_is_a_checkpoint_error(tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    job = BackgroundLoad(tmp_path)
+    with pytest.raises(CheckpointError):
+        job.predictor(timeout=60)
+
+
+def test_after_model_runs_between_the_model_and_the_split_and_its_failure_is_harmless():
+    order = []
+
+    def after_model():
+        order.append("after_model")
+        raise ImportError("a view module is broken")
+
+    def split(path, tok):
+        order.append("split")
+        return None, "none"
+    job = BackgroundLoad("p", load=lambda p: order.append("load") or FakePredictor(),
+                         after_model=after_model, split=split)
+    assert job.test_reviews(timeout=10) == (None, "none")
+    assert order == ["load", "after_model", "split"]
+    assert isinstance(job.predictor(timeout=1), FakePredictor)
