@@ -1,6 +1,7 @@
 """AppTest helpers shared by the app tests."""
 from __future__ import annotations
 
+import threading
 import time
 
 from reviewbert.ui import cached_model
@@ -9,6 +10,15 @@ from reviewbert.ui import cached_model
 def loading(at) -> bool:
     """The sidebar still says the model is loading (its fragment is polling)."""
     return any("loading the model" in str(c.value) for c in at.caption)
+
+
+def wait_for_loads(timeout: float = 120.0) -> None:
+    """Until no background checkpoint load (model_loading.BackgroundLoad's thread) runs."""
+    deadline = time.monotonic() + timeout
+    for t in threading.enumerate():
+        if t.name.startswith("reviewbert-load"):
+            t.join(max(0.0, deadline - time.monotonic()))
+            assert not t.is_alive(), "a checkpoint was still loading"
 
 
 def run_loaded(at, timeout: float = 120.0):
@@ -22,7 +32,7 @@ def run_loaded(at, timeout: float = 120.0):
     deadline = time.monotonic() + timeout
     while loading(at) and not at.exception:
         assert time.monotonic() < deadline, "the checkpoint was still loading"
-        time.sleep(0.1)
+        wait_for_loads(timeout)
         at.run()
     return at
 

@@ -24,7 +24,7 @@ from ..runs import device_busy
 from . import cached_model, checkpoints, state
 
 if TYPE_CHECKING:
-    from ..inference import Predictor
+    from ..inference import Prediction, Predictor
 
 MISCLASSIFIED_TRIES = 25
 
@@ -142,22 +142,46 @@ def fetch_chart_code() -> None:
                         config={"staticPlot": True, "displayModeBar": False})
 
 
-def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
+SHARED_PREDICTIONS = 8
+
+
+@st.cache_resource(max_entries=SHARED_PREDICTIONS, show_spinner=False)
+def shared_prediction(ckpt_key: str, text: str, _predictor: Predictor) -> Prediction:
+    """The prediction of ``text`` by the checkpoint ``ckpt_key``, shared by every session.
+
+    A session keeps only (checkpoint, text) in its state, so a class of 20 holds at most
+    SHARED_PREDICTIONS attention arrays (19 MB each at 256 tokens) rather than one per
+    session; an evicted one is predicted again (a 25 ms forward pass at 256 tokens).
+    Shared, so read-only: its arrays are made unwritable.
+    """
+    pred = _predictor.predict(text)
+    for a in (pred.attentions, pred.values, pred.probs):
+        if a is not None:
+            a.setflags(write=False)
+    return pred
+
+
+def _predict(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
     busy = predictor.device.type == "cpu" and device_busy(checkpoints.checkpoints_root())
     with st.spinner("Predicting…"), cpu_threads(threads_beside_training(busy)):
-        pred = predictor.predict(text)
-    st.session_state[state.RESULT] = {"key": ckpt_key, "input": text, "pred": pred}
+        return shared_prediction(ckpt_key, text, predictor)
+
+
+def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
+    _predict(predictor, text, ckpt_key)
+    st.session_state[state.RESULT] = {"key": ckpt_key, "input": text}
 
 
 def current(ckpt_key: str):
-    """(prediction, true stars or None, source or None), re-run if the checkpoint changed."""
+    """(prediction, true stars or None, source or None); the same text through the newly
+    picked checkpoint if another was picked since."""
     res = st.session_state.get(state.RESULT)
     if not res:
         return None
     if res["key"] != ckpt_key:  # another checkpoint was picked: same text, new model
-        run(cached_model.require_predictor()[1], res["input"], ckpt_key)
-        res = st.session_state[state.RESULT]
+        res = st.session_state[state.RESULT] = {"key": ckpt_key, "input": res["input"]}
+    pred = _predict(cached_model.require_predictor()[1], res["input"], ckpt_key)
     truth = st.session_state.get(state.TRUTH) or {}
     if truth.get("text") == res["input"]:
-        return res["pred"], truth.get("stars"), truth.get("source")
-    return res["pred"], None, None
+        return pred, truth.get("stars"), truth.get("source")
+    return pred, None, None

@@ -132,7 +132,10 @@ def test_main_page_head_view_window(monkeypatch, ckpt_root):
     at.run()
     at.text_area(key="review_text").input("the battery is great " * 30 + "finally")
     at.button(key="predict_btn").click().run()
-    n = at.session_state["result"]["pred"].n_tokens
+    from reviewbert.ui.predict import shared_prediction
+    res = at.session_state["result"]
+    assert set(res) == {"key", "input"}       # the session keeps no attention array
+    n = shared_prediction(res["key"], res["input"], None).n_tokens   # cached: no model needed
     slider = at.slider(key="hv_window")
     assert (slider.min, slider.max) == (1, n - 1 - 46)
     slider.set_value(slider.max).run()
