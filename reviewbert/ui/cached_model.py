@@ -92,9 +92,11 @@ def device_line(info: CheckpointInfo | None) -> str:
 
 def load_status(info: CheckpointInfo | None) -> None:
     """The sidebar's "Device: …" line. While the checkpoint loads it is a fragment that
-    redraws itself every half second (device, seconds so far) and reruns the whole page
-    once the load is done, so that what waited for it (the sampler's test split, a broken
-    checkpoint's message) appears without a click."""
+    redraws itself every half second (device, seconds so far). Once the load is done it
+    reruns the whole page if the page drew without the model (:func:`stop_if_failed`),
+    so that what waited for it (the sampler's test split, a broken checkpoint's message)
+    appears without a click; any other page (the Train page's live view, say) is left
+    alone."""
     if info is None:
         st.caption(f"Device: {device_line(None)}")
         return
@@ -109,7 +111,10 @@ def load_status(info: CheckpointInfo | None) -> None:
 def _watch_load(path: str, stamp: float) -> None:
     job = start_loading(path, stamp)
     if job.ready:
-        st.rerun(scope="app")
+        if st.session_state.pop(state.RERUN_WHEN_LOADED, False):
+            st.rerun(scope="app")
+        st.caption(f"Device: {job.device}")
+        return
     st.caption(f"Device: {job.device or 'detecting…'} · loading the model "
                f"({job.elapsed():.0f} s)")
 
@@ -121,6 +126,7 @@ def stop_if_failed(info: CheckpointInfo) -> None:
     if job.failed is not None:
         checkpoints.load_error(job.failed)
         st.stop()
+    st.session_state[state.RERUN_WHEN_LOADED] = not job.ready
 
 
 def require_checkpoint() -> CheckpointInfo:

@@ -37,6 +37,7 @@ def run() -> None:
     st.sidebar.header("Model")
     device = st.sidebar.empty()
     info = checkpoints.pick_checkpoint(checkpoints.checkpoints_root())
+    st.session_state.pop(state.RERUN_WHEN_LOADED, None)   # set again by a page that wants it
     with device.container():        # starts the checkpoint's load (a thread) if none has
         cached_model.load_status(info)
     st.session_state[_FRAME_RAN] = True
