@@ -290,7 +290,9 @@ def value_vectors(model, ids: list[int], attentions: np.ndarray, layers: list[in
     for li, alive in zip(layers, [alive_heads(model)[li] for li in layers]):
         a = enc[li].attention
         if hidden is None:      # the pass kept every head's slot: a removed head's is zeros
-            v = torch.as_tensor(values[li], device=device).float().view(-1, H, dh)[:, alive]
+            # a copy: the shared prediction's arrays are read-only (torch warns on those)
+            v = torch.as_tensor(np.array(values[li], dtype=np.float32),
+                                device=device).view(-1, H, dh)[:, alive]
         else:
             v = a.self.value(hidden[li][0].float()).float().view(-1, len(alive), dh)
         T = v.shape[0]                                                        # v: [T, h, dh]

@@ -10,9 +10,18 @@ controls at once, and only an action that needs the model waits (:meth:`predicto
 The order inside the thread: the Predictor (loaded and warmed up), then the test split;
 each is ready, or has failed, as soon as it is done, so a click on *Predict* does not
 wait for the split.
+
+One thing is imported before the thread starts, in the caller's thread: the modules that
+libraries look up in ``sys.modules`` without importing them (:data:`PEEKED`). Plotly
+checks ``sys.modules.get("pandas")`` for every figure it builds; while this thread was
+half-way through importing pandas, the Inside BERT page's figures met a partially
+initialised pandas (``AttributeError: ... 'pandas' has no attribute 'Series'``).
+Ordinary ``import`` statements in two threads are safe (each module has a lock); a peek
+is not.
 """
 from __future__ import annotations
 
+import importlib
 import threading
 import time
 from pathlib import Path
@@ -23,6 +32,16 @@ from .errors import CheckpointError
 if TYPE_CHECKING:
     from .examples import Review
     from .inference import Predictor
+
+# Looked up in sys.modules by plotly (``_plotly_utils.optional_imports.get_module(name,
+# should_load=False)``) while a page builds its figures: complete before the thread starts.
+PEEKED = ("numpy", "pandas")
+
+
+def import_peeked() -> None:
+    """Import :data:`PEEKED` in this thread (0.35 s the first time, nothing after)."""
+    for name in PEEKED:
+        importlib.import_module(name)
 
 
 def cannot_predict(path: str, e: BaseException) -> CheckpointError:
@@ -89,6 +108,7 @@ class BackgroundLoad:
         self._reviews: tuple | None = None
         self._why = ""
         self._loaded, self._split_done = threading.Event(), threading.Event()
+        import_peeked()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"reviewbert-load {Path(self.path).name}")
         self._thread.start()

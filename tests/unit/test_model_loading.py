@@ -111,3 +111,25 @@ def test_after_model_runs_between_the_model_and_the_split_and_its_failure_is_har
     assert job.test_reviews(timeout=10) == (None, "none")
     assert order == ["load", "after_model", "split"]
     assert isinstance(job.predictor(timeout=1), FakePredictor)
+
+
+def test_what_libraries_peek_at_is_complete_before_the_thread_starts():
+    """Plotly looks up pandas in sys.modules without importing it: a pandas half-imported
+    by the load's thread broke the Inside BERT page's figures. In a fresh interpreter,
+    numpy and pandas are whole once BackgroundLoad() returns, before its load runs."""
+    import subprocess
+    import sys
+    code = """
+import sys
+from reviewbert.model_loading import BackgroundLoad
+assert "pandas" not in sys.modules, "pandas was imported before: the test proves nothing"
+seen = []
+job = BackgroundLoad("p", load=lambda p: seen.append(sys.modules.get("pandas")) or object(),
+                     split=lambda p, t: (None, "none"))
+mods = [sys.modules.get(n) for n in ("numpy", "pandas")]
+print(all(m is not None for m in mods), hasattr(mods[1], "Series"), hasattr(mods[0], "ndarray"))
+job.predictor(timeout=30)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "True"], out.stdout
