@@ -16,7 +16,7 @@ Cache, next to the checkpoint (the folder holding config.json)::
       <key>.json            one finished run, written atomically (fsio.atomic_write_json):
           {"format": "reviewbert-brittleness/1",
            "key":            the file's name, see below,
-           "weights_sha256": faithfulness.weights_sha256 of the checkpoint,
+           "weights_sha256": run_cache.weights_sha256 of the checkpoint,
            "checkpoint":     the folder as given (informative only),
            "max_length":     tokens the model read per review,
            "labels":         the class names, in class-id order,
@@ -55,10 +55,11 @@ from pathlib import Path
 
 import numpy as np
 
-from . import whatif
+from . import run_cache, whatif
 from .device import resolve_precision
-from .faithfulness import Progress, read_partial, texts_sha256, weights_sha256
+from .faithfulness import Progress
 from .fsio import atomic_write_json
+from .run_cache import read_partial, texts_sha256, weights_sha256
 
 FORMAT = "reviewbert-brittleness/1"
 CACHE_DIR = "whatif"
@@ -144,30 +145,21 @@ class BrittlenessRun:
 
 
 def cache_key(weights: str, max_length: int, sample_desc: dict, settings: Settings) -> str:
-    blob = json.dumps({"format": FORMAT, "weights": weights, "max_length": max_length,
-                       "sample": sample_desc, "settings": asdict(settings)}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    return run_cache.key({"format": FORMAT, "weights": weights, "max_length": max_length,
+                          "sample": sample_desc, "settings": asdict(settings)})
 
 
 def cache_paths(ckpt, key: str) -> tuple[Path, Path]:
-    folder = Path(ckpt) / CACHE_DIR
-    return folder / f"{key}.json", folder / f"{key}.partial.jsonl"
+    return run_cache.paths(ckpt, CACHE_DIR, key)
 
 
 def load_run(path) -> BrittlenessRun | None:
-    try:
-        run_ = BrittlenessRun.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    run_.from_cache = True
-    return run_
+    return run_cache.load(path, BrittlenessRun)
 
 
 def list_runs(ckpt, weights: str | None = None) -> list[BrittlenessRun]:
     """Finished runs cached for ``ckpt`` (of these ``weights`` when given), newest first."""
-    runs = [r for r in (load_run(p) for p in sorted((Path(ckpt) / CACHE_DIR).glob("*.json")))
-            if r is not None and (weights is None or r.weights_sha256 == weights)]
-    return sorted(runs, key=lambda r: r.created, reverse=True)
+    return run_cache.list_runs(ckpt, CACHE_DIR, BrittlenessRun, weights)
 
 
 def describe_sample(texts: list[str], stars: list[int | None], source: str, seed: int) -> dict:

@@ -64,7 +64,6 @@ is computed and returned, uncached (``FaithfulnessRun.cache_error`` says why).
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -75,8 +74,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import explain
+from . import explain, run_cache
 from .fsio import atomic_write_json
+from .run_cache import read_partial, texts_sha256, weights_sha256
 
 KS = (5, 10, 20, 50)
 MEASURES = ("comprehensiveness", "sufficiency")
@@ -256,67 +256,24 @@ class FaithfulnessRun:
                                         "created", "seconds")})
 
 
-def texts_sha256(texts: list[str]) -> str:
-    return hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()
-
-
-def weights_sha256(ckpt) -> str:
-    """sha256 over the checkpoint's *.safetensors files (name and bytes, name order)."""
-    h = hashlib.sha256()
-    files = sorted(Path(ckpt).glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"{ckpt} has no .safetensors weights")
-    for f in files:
-        h.update(f.name.encode() + b"\0")
-        with open(f, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-    return h.hexdigest()
-
-
 def cache_key(weights: str, max_length: int, sample: dict, settings: Settings) -> str:
-    blob = json.dumps({"format": FORMAT, "weights": weights, "max_length": max_length,
-                       "sample": sample, "settings": settings.as_json()}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    return run_cache.key({"format": FORMAT, "weights": weights, "max_length": max_length,
+                          "sample": sample, "settings": settings.as_json()})
 
 
 def cache_paths(ckpt, key: str) -> tuple[Path, Path]:
-    folder = Path(ckpt) / CACHE_DIR
-    return folder / f"{key}.json", folder / f"{key}.partial.jsonl"
+    return run_cache.paths(ckpt, CACHE_DIR, key)
 
 
 def load_run(path) -> FaithfulnessRun | None:
     """A cached run, or None if the file is missing or not one of ours."""
-    try:
-        run = FaithfulnessRun.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    run.from_cache = True
-    return run
+    return run_cache.load(path, FaithfulnessRun)
 
 
 def list_runs(ckpt, weights: str | None = None) -> list[FaithfulnessRun]:
     """Finished runs cached for ``ckpt`` (only those of these ``weights`` when given),
     newest first."""
-    runs = [r for r in (load_run(p) for p in sorted((Path(ckpt) / CACHE_DIR).glob("*.json")))
-            if r is not None and (weights is None or r.weights_sha256 == weights)]
-    return sorted(runs, key=lambda r: r.created, reverse=True)
-
-
-def read_partial(path: Path) -> dict[int, dict]:
-    """{"i": record} of a ``.partial.jsonl`` (torn lines skipped); also the brittleness cache's."""
-    done = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return done
-    for line in lines:
-        try:
-            rec = json.loads(line)
-            done[int(rec["i"])] = rec
-        except (ValueError, KeyError, TypeError):
-            continue  # a torn last line from an interrupted write
-    return done
+    return run_cache.list_runs(ckpt, CACHE_DIR, FaithfulnessRun, weights)
 
 
 def sample_texts(texts: list[str], n: int, seed: int = 0) -> list[str]:
