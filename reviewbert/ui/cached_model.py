@@ -81,15 +81,6 @@ def load_test_reviews(path: str, stamp: float) -> tuple[tuple[Review, ...] | Non
     return job.test_reviews()
 
 
-def device_line(info: CheckpointInfo | None) -> str:
-    """The sidebar's "Device: …": from the load (torch is imported there), or "detecting"
-    while it is importing; with no checkpoint, asked directly."""
-    if info is None:
-        from ..device import describe_device, pick_device
-        return describe_device(pick_device())
-    return loading(info).device or "detecting… (the model is loading)"
-
-
 def load_status(info: CheckpointInfo | None) -> None:
     """The sidebar's "Device: …" line. While the checkpoint loads it is a fragment that
     redraws itself every half second (device, seconds so far). Once the load is done it
@@ -97,8 +88,9 @@ def load_status(info: CheckpointInfo | None) -> None:
     so that what waited for it (the sampler's test split, a broken checkpoint's message)
     appears without a click; any other page (the Train page's live view, say) is left
     alone."""
-    if info is None:
-        st.caption(f"Device: {device_line(None)}")
+    if info is None:           # nothing loads: asked directly (torch is imported here)
+        from ..device import describe_device, pick_device
+        st.caption(f"Device: {describe_device(pick_device())}")
         return
     job = loading(info)
     if job.ready:
