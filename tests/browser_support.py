@@ -1,6 +1,7 @@
 """Helpers for the app tests: fixture checkpoints and a Streamlit server to drive."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -127,6 +128,37 @@ def write_reviews(path: Path, rows) -> Path:
         for text, stars in rows:
             f.write(json.dumps({"review": text, "rating": stars}) + "\n")
     return path
+
+
+DEMO = ROOT / "checkpoints" / "demo"
+
+
+@contextlib.contextmanager
+def demo_server(root: Path, per_rating: int, log_name: str, data_dir=None):
+    """A server on the shipped demo checkpoint, its files symlinked into ``root/ckpts/demo``
+    (so that its caches are written under ``root``), with a data folder holding
+    ``per_rating`` reviews of each rating from its real test split
+    (``root/data/demo_test_<5 * per_rating>.jsonl``). Skips without Chromium or the demo."""
+    import pytest
+
+    from reviewbert.examples import test_split_examples
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium missing (make browser)")
+    if not (DEMO / "model.safetensors").exists():
+        pytest.skip("the demo checkpoint is not in this checkout")
+    ck = root / "ckpts" / "demo"
+    ck.mkdir(parents=True)
+    for f in DEMO.iterdir():
+        if f.is_file():
+            (ck / f.name).symlink_to(f.resolve())
+    test = test_split_examples(json.loads((DEMO / "reviewbert.json").read_text()), data_dir=data_dir)
+    sample = [r for s in range(1, 6) for r in [r for r in test if r.stars == s][:per_rating]]
+    write_reviews(root / "data" / f"demo_test_{5 * per_rating}.jsonl", ((r.text, r.stars) for r in sample))
+    ART.mkdir(parents=True, exist_ok=True)
+    env = {"REVIEWBERT_CHECKPOINTS": str(root / "ckpts"), "REVIEWBERT_DATA_DIR": str(root / "data"),
+           "REVIEWBERT_UPLOADS_DIR": str(root / "uploads"), "OMP_NUM_THREADS": "1"}
+    with StreamlitServer(env, ART / log_name) as srv:
+        yield srv
 
 
 def caption_with(page, text: str, timeout=120_000):

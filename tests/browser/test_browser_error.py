@@ -6,52 +6,27 @@ the per-rating charts. Screenshots go to artifacts/browser/ (one goes in the REA
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from browser_support import (
-    ART,
-    CHROMIUM,
-    ROOT,
-    StreamlitServer,
     caption_with,
+    demo_server,
     evaluate_data_file,
     offline_context,
     select_first_row,
     shot,
-    write_reviews,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
 playwright = pytest.importorskip("playwright.sync_api")
 
-DEMO = ROOT / "checkpoints" / "demo"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, data_dir):
     """The demo checkpoint (symlinked: the cache is written in a temporary folder) and a
     data folder holding 100 reviews of its real test split, 20 per rating."""
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium missing (make browser)")
-    if not (DEMO / "model.safetensors").exists():
-        pytest.skip("the demo checkpoint is not in this checkout")
-    from reviewbert.examples import test_split_examples
-    root = tmp_path_factory.mktemp("err-browser")
-    ck = root / "ckpts" / "demo"
-    ck.mkdir(parents=True)
-    for f in DEMO.iterdir():
-        if f.is_file():
-            (ck / f.name).symlink_to(f.resolve())
-    test = test_split_examples(json.loads((DEMO / "reviewbert.json").read_text()))
-    sample = [r for s in range(1, 6) for r in [r for r in test if r.stars == s][:20]]
-    write_reviews(root / "data" / "demo_test_100.jsonl", ((r.text, r.stars) for r in sample))
-    ART.mkdir(parents=True, exist_ok=True)
-    env = {"REVIEWBERT_CHECKPOINTS": str(root / "ckpts"), "REVIEWBERT_DATA_DIR": str(root / "data"),
-           "REVIEWBERT_UPLOADS_DIR": str(root / "uploads"), "OMP_NUM_THREADS": "1"}
-    with StreamlitServer(env, ART / "streamlit_error.log") as srv:
+    with demo_server(tmp_path_factory.mktemp("err-browser"), 20, "streamlit_error.log", data_dir) as srv:
         yield srv
 
 
