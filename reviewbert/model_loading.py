@@ -85,15 +85,17 @@ def load_test_split(path: str, tokenizer) -> tuple[tuple[Review, ...] | None, st
 class BackgroundLoad:
     """One checkpoint's Predictor, then its test split, loaded in a daemon thread.
 
-    ``after_load`` runs in the thread after each part (the app freezes the new long-lived
-    objects out of the garbage collector: ``heap.freeze_long_lived``); ``after_model``
-    between the two, once the Predictor is ready (the app imports the modules that
-    draw a prediction then). ``device`` is the device's description once torch is
+    ``after_load`` runs in the thread once the Predictor is loaded, before it is ready
+    (the app freezes the long-lived objects out of the garbage collector then:
+    ``heap.freeze_long_lived``); ``after_model`` once it is ready (the app imports the
+    modules that draw a prediction then); ``after_split`` after the test split
+    (``heap.freeze_new``). ``device`` is the device's description once torch is
     imported (None before).
     """
 
     def __init__(self, path: str | Path, after_load: Callable[[], object] | None = None,
                  after_model: Callable[[], object] | None = None,
+                 after_split: Callable[[], object] | None = None,
                  load: Callable[[str], Predictor] = load_predictor,
                  split: Callable[[str, object], tuple] = load_test_split):
         self.path = str(path)
@@ -101,7 +103,7 @@ class BackgroundLoad:
         self.started = time.monotonic()
         self.seconds: float | None = None       # how long the Predictor took, once loaded
         self.finished: float | None = None      # time.monotonic() when it loaded or failed
-        self._after, self._after_model = after_load, after_model
+        self._after, self._after_model, self._after_split = after_load, after_model, after_split
         self._load, self._split = load, split
         self._predictor: Predictor | None = None
         self._error: CheckpointError | None = None
@@ -140,18 +142,16 @@ class BackgroundLoad:
             self._reviews, self._why = None, f"{type(e).__name__}: {e}"[:300]
         finally:
             self._split_done.set()
-        self._after_load()
+        if self._after_split is not None:
+            self._after_split()
 
     def _load_model(self) -> Predictor:
         from .device import describe_device, pick_device  # torch: the thread's first second
         self.device = describe_device(pick_device())
         predictor = self._load(self.path)
-        self._after_load()
-        return predictor
-
-    def _after_load(self) -> None:
         if self._after is not None:
             self._after()
+        return predictor
 
     # ------------------------------------------------------------------ the pages
     @property

@@ -65,3 +65,24 @@ def test_a_run_that_imported_modules_freezes_and_one_that_did_not_does_not(monke
     gc.collect(2)
     assert ref() is not None                           # it was frozen then
     assert heap.freeze_if_imported() is False          # and not again on the next run
+
+
+def test_freezing_the_new_objects_leaves_the_frozen_ones_alone():
+    """freeze_new walks only what is not frozen yet: a cycle dropped after an earlier
+    freeze stays (until the next full freeze), a new object alive now is frozen."""
+    old = Node()
+    old.cycle = old
+    old_ref = weakref.ref(old)
+    heap.freeze_long_lived()
+    before = gc.get_freeze_count()
+    del old
+    new = Node()
+    new.cycle = new
+    new_ref = weakref.ref(new)
+    assert heap.freeze_new() > before           # the new objects joined the frozen ones
+    assert old_ref() is not None                # not walked: not freed
+    del new
+    gc.collect(2)
+    assert new_ref() is not None                # frozen by freeze_new
+    heap.freeze_long_lived()                    # the next model load frees both
+    assert old_ref() is None and new_ref() is None

@@ -42,7 +42,8 @@ def test_the_split_is_built_with_the_loaded_tokenizer_after_the_model_is_ready()
         seen.append((path, tokenizer))
         split_gate.wait(10)
         return None, "its reviewbert.json names no data files"
-    job = BackgroundLoad("p", after_load=lambda: after.append(1),
+    job = BackgroundLoad("p", after_load=lambda: after.append("model"),
+                         after_split=lambda: after.append("split"),
                          load=lambda p: FakePredictor(), split=split)
     job.predictor(timeout=10)                 # Predict does not wait for the split
     assert not job.split_ready()
@@ -50,7 +51,7 @@ def test_the_split_is_built_with_the_loaded_tokenizer_after_the_model_is_ready()
     assert job.test_reviews(timeout=10) == (None, "its reviewbert.json names no data files")
     assert seen == [("p", "tok")]
     job._thread.join(10)
-    assert after == [1, 1]                    # after the model, and after the split
+    assert after == ["model", "split"]        # after the model, and after the split
 
 
 def test_a_checkpoint_error_is_kept_and_raised_to_every_caller():
