@@ -27,7 +27,7 @@ def head_average(att: np.ndarray) -> np.ndarray:
     A head removed from a pruned checkpoint (``reviewbert heads prune``) is an all-zero
     matrix, which no softmax gives: it is left out of its layer's mean (a layer with no
     head left averages to zeros)."""
-    alive = att.any(axis=(2, 3))                                  # [layer, head]
+    alive = att[:, :, 0, :].any(axis=-1)    # [layer, head]: a softmax row is never all zero
     if alive.all():
         return att.mean(axis=1)
     n = np.maximum(alive.sum(axis=1), 1).astype(att.dtype)
@@ -41,6 +41,14 @@ def select_heads(att: np.ndarray, head: int | None) -> np.ndarray:
     if not 0 <= head < att.shape[1]:
         raise ValueError(f"head {head} out of range 0..{att.shape[1] - 1}")
     return att[:, head]
+
+
+def query_rows(att: np.ndarray, layers: list[int], head: int | None,
+               query: int = 0) -> np.ndarray:
+    """[layer, head, q, k] → [len(layers), k]: one query's attention row in each of
+    ``layers``, one head's or the head average. Sliced before averaging: one row per head
+    is read, not the whole [T, T] matrix (a 256-token review's is 12 × 256 × 256)."""
+    return select_heads(att[:, :, query:query + 1, :][layers], head)[:, 0, :]
 
 
 def merge_words(rows: np.ndarray, word_ids: list[int | None]) -> tuple[np.ndarray, list[int | None]]:
@@ -92,7 +100,7 @@ def cls_view(pred, layers: list[int] | None = None, head: int | None = None,
         raise ValueError("level must be 'token' or 'word'")
     att = pred.attentions
     layers = last_layers(att.shape[0]) if layers is None else list(layers)
-    rows = select_heads(att[layers], head)[:, query, :]          # [n_layers, T]
+    rows = query_rows(att, layers, head, query)                  # [n_layers, T]
     return _columns(pred, rows, layers, head, level, include_special)
 
 
@@ -129,7 +137,7 @@ def _special_name(pred, col: int, cols: list[int | None]) -> str:
 def word_scores(pred, layer: int, head: int | None = None, query: int = CLS_ROW) -> np.ndarray:
     """[CLS]→word attention for one layer (one head or the average), specials dropped
     and renormalised: one score per word of ``pred.words``, summing to 1."""
-    rows = select_heads(pred.attentions[[layer]], head)[0, query, :]
+    rows = query_rows(pred.attentions, [layer], head, query)[0]
     merged, cols = merge_words(rows, pred.word_ids)
     special = np.array([c is None for c in cols], dtype=bool)
     scores = drop_special(merged, special)

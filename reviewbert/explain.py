@@ -202,7 +202,7 @@ class RawAttention:
         t0 = time.perf_counter()
         layer = pred.num_layers - 1 if self.layer is None else self.layer
         scores = attention.word_scores(pred, layer, self.head)
-        row = attention.select_heads(pred.attentions[[layer]], self.head)[0, attention.CLS_ROW]
+        row = attention.query_rows(pred.attentions, [layer], self.head, attention.CLS_ROW)[0]
         return _result(self, pred, scores, row, layer_name(layer, self.head), t0)
 
 
@@ -214,9 +214,10 @@ def rollout(att: np.ndarray, residual: float = 0.5, row: int | None = None) -> n
     Per layer: heads averaged, ``(1 − residual)·A + residual·I`` for the residual
     connection, rows renormalised; then ``Ã_L · … · Ã_2 · Ã_1``.
     """
-    a = np.asarray(att, dtype=np.float64)
-    if a.ndim == 4:
+    a = np.asarray(att)
+    if a.ndim == 4:     # averaged in the input's dtype: 12x less to convert to float64
         a = attention.head_average(a)
+    a = a.astype(np.float64)
     eye = np.eye(a.shape[-1])
     mats = [(1.0 - residual) * layer + residual * eye for layer in a]
     mats = [m / m.sum(axis=-1, keepdims=True) for m in mats]

@@ -87,3 +87,17 @@ def test_word_scores_one_per_word_sum_to_one():
     s = A.word_scores(p, layer=2, head=None)
     assert s.shape == (2,)
     assert s.sum() == pytest.approx(1.0, rel=1e-5)
+
+
+@pytest.mark.parametrize("head", [None, 0, 5])
+def test_one_query_row_is_the_row_of_the_whole_average(head):
+    """query_rows slices the row before averaging the heads: the same numbers as
+    averaging every [T, T] matrix first, a pruned (all-zero) head left out of the mean."""
+    rng = np.random.default_rng(3)
+    att = rng.random((4, 6, 9, 9)).astype(np.float32)
+    att /= att.sum(-1, keepdims=True)
+    att[2, 1] = 0.0                                        # a removed head
+    whole = A.select_heads(att[[1, 2, 3]], head)           # [3, 9, 9]
+    for q in (0, 4):
+        np.testing.assert_allclose(A.query_rows(att, [1, 2, 3], head, q), whole[:, q, :], rtol=1e-6)
+    assert np.allclose(A.head_average(att)[2], att[2][[0, 2, 3, 4, 5]].mean(0))
