@@ -157,6 +157,20 @@ def roots(checkpoint) -> list[Path]:
     return [Path(checkpoint) / FOLDER, _fallback_root(Path(checkpoint))]
 
 
+def stamp(checkpoint) -> tuple:
+    """Changes whenever an evaluation, or a file beside one (its sentence vectors), is
+    written or removed: the modification times of the cache folders. Two directory
+    listings, so a page can ask on every run instead of re-reading the cache."""
+    out: list = []
+    for root in roots(checkpoint):
+        try:
+            out.append(root.stat().st_mtime_ns)
+            out += [(d.name, d.stat().st_mtime_ns) for d in sorted(root.iterdir()) if d.is_dir()]
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
 def writable_root(checkpoint) -> Path:
     """The first of :func:`roots` that can be written (created if needed)."""
     for root in roots(checkpoint):

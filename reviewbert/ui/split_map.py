@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ..analysis import drivers, embeddings, lookup, map_figures, map_reading, neighbours
+from ..analysis import cache, drivers, embeddings, lookup, map_figures, map_reading, neighbours
 from ..analysis import projection as projection_mod
 from ..analysis import slices as slices_mod
 from ..analysis.intervals import metric_intervals
@@ -267,26 +267,51 @@ def neighbours_view(preds, vecs, row: int) -> None:
                  column_config={"text": st.column_config.TextColumn(width="large")})
 
 
-def _nearest_for(info, predictor, text: str):
-    """(test-split predictions, neighbour rows, similarities) of ``text``, or None when the
-    split's vectors are not cached. Kept in session state: the Predict page reruns on every
-    slider move, and this needs a lookup, a file read and a forward pass."""
-    key = f"{info.path}:{cached_model.mtime(info.path)}"
-    kept = st.session_state.get(state.PREDICT_NEIGHBOURS)
-    if kept and kept[0] == key and kept[1] == text:
-        return kept[2]
+EVALUATED_SPLITS = 3     # checkpoints whose test-split vectors stay in memory
+
+
+@st.cache_resource(show_spinner=False)
+def _evaluated_splits() -> dict:
+    """{(checkpoint key, cache stamp): (test-split predictions, their vectors) or None},
+    shared by every session. Looking a split up costs a parquet read and the split's
+    fingerprint (~80 ms), which every Predict paid before; the stamp
+    (``analysis.cache.stamp``) changes when the Error analysis page writes an
+    evaluation or its vectors, so a split evaluated later is found on the next run."""
+    return {}
+
+
+def _split_vectors(info, predictor, key: str):
+    found = _evaluated_splits()
+    at = (key, cache.stamp(info.path))
+    if at in found:
+        return found[at]
     reviews, _ = cached_model.load_test_reviews(str(info.path), cached_model.mtime(info.path))
     preds = lookup(info.path, reviews, predictor.scheme, predictor.max_length) if reviews else None
     vecs = embeddings.vectors_for(preds, predictor.model, predictor.tokenizer,
                                   compute=False) if preds is not None else None
-    out = None
-    if vecs is not None:
-        q = embeddings.query_vector(predictor.model, predictor.tokenizer, text,
-                                    max_length=predictor.max_length)
-        idx, sim = neighbours.nearest(vecs, q, k=neighbours.K)
-        out = (preds, idx, sim)
-        # kept only when found: a split evaluated later shows up on the next rerun
-        st.session_state[state.PREDICT_NEIGHBOURS] = (key, text, out)
+    while len(found) >= EVALUATED_SPLITS:
+        found.pop(next(iter(found)), None)
+    found[at] = None if vecs is None else (preds, vecs)
+    return found[at]
+
+
+def _nearest_for(info, predictor, text: str):
+    """(test-split predictions, neighbour rows, similarities) of ``text``, or None when the
+    split's vectors are not cached. Kept in session state: the Predict page reruns on every
+    slider move, and this needs a forward pass."""
+    key = f"{info.path}:{cached_model.mtime(info.path)}"
+    kept = st.session_state.get(state.PREDICT_NEIGHBOURS)
+    if kept and kept[0] == key and kept[1] == text:
+        return kept[2]
+    split = _split_vectors(info, predictor, key)
+    if split is None:
+        return None
+    preds, vecs = split
+    q = embeddings.query_vector(predictor.model, predictor.tokenizer, text,
+                                max_length=predictor.max_length)
+    idx, sim = neighbours.nearest(vecs, q, k=neighbours.K)
+    out = (preds, idx, sim)
+    st.session_state[state.PREDICT_NEIGHBOURS] = (key, text, out)
     return out
 
 

@@ -4,9 +4,10 @@ Predict page's nearest reviews. Hostile texts as slice names and phrases."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
-from test_error_page import ckpt_root, open_page, tab, texts  # noqa: F401 - ckpt_root: fixture
+from test_error_page import PAGE, ckpt_root, open_page, tab, texts  # noqa: F401 - ckpt_root: fixture
 
 from hostile_texts import BY_NAME
 
@@ -140,3 +141,24 @@ def test_predict_page_lists_nearest_reviews(monkeypatch, evaluated):
     assert not at.exception, at.exception
     out = texts(at)
     assert "nearest reviews" in out and "rating the model predicts" in out
+
+
+def test_predict_page_finds_a_split_evaluated_after_it_first_looked(monkeypatch, evaluated, tmp_path):
+    """The split's vectors are kept for every session once found, and only once found: a
+    Predict before the evaluation says how to get neighbours, one after it lists them."""
+    from test_app import predict
+    root = tmp_path / "ckpts"
+    shutil.copytree(evaluated / "b", root / "c", ignore=shutil.ignore_patterns(".analysis"))
+    at = open_page(monkeypatch, root, "c")
+    at.switch_page("pages/predict.py").run()
+    predict(at, "Terrible phone, the battery died after two days.")
+    assert "Evaluate this checkpoint's test split" in texts(at)
+    assert "rating the model predicts" not in texts(at)
+    at.switch_page(PAGE).run()
+    at.button(key="err_evaluate").click().run()
+    assert not at.exception, at.exception
+    at.switch_page("pages/predict.py").run()
+    predict(at, "Great screen, and the battery lasts two days.")
+    out = texts(at)
+    assert "nearest reviews" in out and "rating the model predicts" in out
+    assert "Evaluate this checkpoint's test split" not in out

@@ -313,3 +313,22 @@ def test_sampler_reads_the_cache(ckpt, tiny_predictor):
     wrong = _cached_mistakes(REVIEWS, pred, str(ckpt))
     assert wrong == [r for r, ok in zip(REVIEWS, preds.correct) if not ok]
     assert _cached_mistakes(REVIEWS[:5], pred, str(ckpt)) is None     # never evaluated
+
+
+def test_the_cache_stamp_changes_when_an_evaluation_or_its_vectors_are_written(tmp_path, monkeypatch):
+    """A page may cache what it found in the prediction cache until the stamp changes."""
+    import os
+    import time
+    monkeypatch.setenv("REVIEWBERT_ANALYSIS_CACHE", str(tmp_path / "fallback"))
+    ck = tmp_path / "ckpt"
+    ck.mkdir()
+    empty = cache.stamp(ck)
+    assert cache.stamp(ck) == empty                     # asking again changes nothing
+    key_dir = ck / cache.FOLDER / "k1"
+    key_dir.mkdir(parents=True)
+    first = cache.stamp(ck)
+    assert first != empty                               # a new evaluation's folder
+    later = time.time() + 5
+    (key_dir / "embeddings-cls-L6.npy").write_bytes(b"x")
+    os.utime(key_dir, (later, later))                   # what the file's creation does, visibly
+    assert cache.stamp(ck) != first                     # its vectors, written beside it
