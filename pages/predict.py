@@ -16,7 +16,7 @@ key = f"{info.path}:{cached_model.mtime(info.path)}"
 predict.input_panel(info, key)
 result = predict.current(key)
 if result is None:
-    predict.fetch_chart_code()
+    predict.prefetch(info)
     st.stop()
 
 # The views' modules (torch, plotly figures, scikit-learn) are imported once there is a
@@ -28,15 +28,17 @@ _, predictor = cached_model.require_predictor()
 pred, true_stars, source = result
 if prediction.unreadable(pred):
     st.stop()
-st.divider()
-prediction.prediction_card(pred, true_stars, source)
-st.divider()
-st.header("What BERT attends to")
-controls = prediction.attention_controls(pred)
-prediction.cls_layers_view(pred, controls)
-prediction.heads_view(pred, controls)
-prediction.bertviz_view(pred, controls)
-prediction.highlight_view(pred, controls)
-explanations.which_words_mattered(predictor, pred, key_prefix=state.WW_PREFIX, controls=controls)
-split_map.predict_page_neighbours(info, predictor, pred)
-whatif.what_if(predictor, pred, key_prefix=state.WHATIF_PREFIX)
+with predict.review_threads(predictor):
+    st.divider()
+    prediction.prediction_card(pred, true_stars, source)
+    st.divider()
+    st.header("What BERT attends to")
+    controls = prediction.attention_controls(pred)
+    prediction.cls_layers_view(pred, controls)
+    prediction.heads_view(pred, controls)
+    prediction.bertviz_view(pred, controls)
+    prediction.highlight_view(pred, controls)
+    explanations.which_words_mattered(predictor, pred, key_prefix=state.WW_PREFIX,
+                                      controls=controls)
+    split_map.predict_page_neighbours(info, predictor, pred)
+    whatif.what_if(predictor, pred, key_prefix=state.WHATIF_PREFIX)

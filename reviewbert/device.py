@@ -7,8 +7,9 @@
   where bf16 is emulated and slower (:func:`resolve_precision`,
   :func:`resolve_mixed_precision`).
 - **Threads**: a training run started from the app leaves a core to the app, at a lower
-  priority (:func:`set_training_threads`); a prediction beside a training run takes one
-  thread fewer (:func:`cpu_threads`, :func:`threads_beside_training`).
+  priority (:func:`set_training_threads`); a bulk pass beside a training run takes one
+  thread fewer (:func:`cpu_threads`, :func:`threads_beside_training`), and the app's work
+  on one review half the cores (:func:`threads_for_one_review`).
 
 torch is imported by the functions that use it, not by the module: the app's frame
 imports this module (through the checkpoint list) before its first paint, and torch's
@@ -227,6 +228,24 @@ def cpu_threads(n: int | None):
             _threads_users -= 1
             if _threads_users == 0:
                 torch.set_num_threads(_threads_base)
+
+
+def threads_for_one_review(busy: bool) -> int:
+    """The thread count for the app's work on one review (a prediction, its explanations,
+    its what-if edits): half the cores (one on a 2-core CPU), one fewer than that while a
+    run trains on the CPU.
+
+    Why not every core: the server's parallelism is its sessions, and one review's
+    OpenMP regions are short. In the app server on 2 cores, a 256-token forward pass with
+    two threads took 100-165 ms against 20 ms alone, its softmax waiting at OpenMP
+    barriers for a core that the event loop, another session or the browser held
+    (py-spy --native); with one thread it took 55 ms, and the Predict page's server CPU
+    per 256-token click fell from 250-280 ms to 160-180 ms (spinning OpenMP threads
+    included)."""
+    import torch
+    with _threads_lock:
+        base = _threads_base if _threads_users else torch.get_num_threads()
+    return max(1, base // 2 - (1 if busy else 0))
 
 
 def threads_beside_training(busy: bool) -> int | None:

@@ -300,10 +300,12 @@ def component_files(min_weight: float = MIN_LINE_WEIGHT) -> dict[str, str]:
     return files
 
 
+@lru_cache(maxsize=4)
 def component_dir(min_weight: float = MIN_LINE_WEIGHT) -> Path:
     """A folder holding :func:`component_files` for Streamlit to serve: written once into
     the user's cache ($REVIEWBERT_WEB_CACHE, else ~/.cache/reviewbert/web, else the
-    temporary folder), named by a hash of its contents, so an upgrade gets a new one."""
+    temporary folder), named by a hash of its contents, so an upgrade gets a new one.
+    Once per process (reading and hashing the files: ~0.1 s)."""
     import hashlib
     import os
     import tempfile

@@ -41,12 +41,16 @@ def mtime(path: Path) -> float:
 def start_loading(path: str, stamp: float) -> BackgroundLoad:
     """The checkpoint's load, shared by every session: started by the first call, returned
     at once (it runs in its own thread)."""
-    return BackgroundLoad(path, after_load=heap.freeze_long_lived, after_model=import_views)
+    return BackgroundLoad(path, after_load=heap.freeze_long_lived, after_model=import_views,
+                          after_split=heap.freeze_new)
 
 
 def import_views() -> None:
+    """The Predict page's view modules, imported, and the first prediction's one-off costs
+    paid (``prediction.prepare``): run by the load's thread once the model is ready."""
     for name in VIEW_MODULES:
         importlib.import_module(name)
+    importlib.import_module("reviewbert.ui.prediction").prepare()
 
 
 def loading(info: CheckpointInfo) -> BackgroundLoad:

@@ -17,7 +17,7 @@ import numpy as np
 import streamlit as st
 
 from ..checkpoint import CheckpointInfo
-from ..device import cpu_threads, threads_beside_training
+from ..device import cpu_threads, threads_for_one_review
 from ..errors import CheckpointError
 from ..examples import BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample
 from ..runs import device_busy
@@ -132,14 +132,19 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
         run(cached_model.require_predictor()[1], text, ckpt_key)
 
 
-def fetch_chart_code() -> None:
-    """An empty, hidden Plotly chart while nothing is predicted yet: the browser fetches
-    and parses Streamlit's Plotly bundle (several MB of JavaScript) now, while the model
-    loads, instead of after the first click on Predict."""
+def prefetch(info: CheckpointInfo) -> None:
+    """While nothing is predicted yet, what the first click on Predict would wait for:
+    an empty, hidden Plotly chart, so that the browser fetches and parses Streamlit's
+    Plotly bundle (several MB of JavaScript) while the model loads; and once the model is
+    ready, the bertviz component declared (Streamlit finds the declaring module with
+    ``inspect.getmodule`` over every loaded module: 0.1 s, and only a script run can)."""
     import plotly.graph_objects as go
     with st.container(height=1, border=False):
         st.plotly_chart(go.Figure(layout={"height": 10, "width": 10}), key="plotly_prefetch",
                         config={"staticPlot": True, "displayModeBar": False})
+    if cached_model.loading(info).ready:
+        from .prediction import component
+        component()
 
 
 SHARED_PREDICTIONS = 8
@@ -161,9 +166,16 @@ def shared_prediction(ckpt_key: str, text: str, _predictor: Predictor) -> Predic
     return pred
 
 
+def review_threads(predictor: Predictor):
+    """A block running the app's work on one review with ``device.threads_for_one_review``
+    torch threads (one fewer while a run trains on this CPU); unchanged on a GPU."""
+    if predictor.device.type != "cpu":
+        return cpu_threads(None)
+    return cpu_threads(threads_for_one_review(device_busy(checkpoints.checkpoints_root())))
+
+
 def _predict(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
-    busy = predictor.device.type == "cpu" and device_busy(checkpoints.checkpoints_root())
-    with st.spinner("Predicting…"), cpu_threads(threads_beside_training(busy)):
+    with st.spinner("Predicting…"), review_threads(predictor):
         return shared_prediction(ckpt_key, text, predictor)
 
 

@@ -148,15 +148,30 @@ def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
 _COMPONENT = []
 
 
-def bertviz(pred: Prediction, kind: str, key: str, **view) -> None:
-    """One of bertviz's views of ``pred`` ("head" or "model") through the app's component
-    (headview.view_data: the page loads its scripts once; a prediction sends ~45 kB)."""
+def component():
+    """The app's bertviz component, declared once per process (its files are written into
+    the web cache the first time: headview.component_dir)."""
     if not _COMPONENT:
         import streamlit.components.v1 as components
         _COMPONENT.append(components.declare_component(
             "bertviz", path=str(headview.component_dir())))
+    return _COMPONENT[0]
+
+
+def prepare() -> None:
+    """What the first prediction's views would otherwise pay for (~0.2 s): bertviz itself
+    (its package imports IPython) and the component's files. The model's loading thread
+    calls it; the component is declared by the first script run that draws it (Streamlit
+    registers a component only from a script run)."""
+    import bertviz.util  # noqa: F401
+    headview.component_dir()
+
+
+def bertviz(pred: Prediction, kind: str, key: str, **view) -> None:
+    """One of bertviz's views of ``pred`` ("head" or "model") through the app's component
+    (headview.view_data: the page loads its scripts once; a prediction sends ~45 kB)."""
     args, bits, vals = headview.view_data(pred, kind, **view)
-    _COMPONENT[0](**args, bits=bits, vals=vals, key=key, default=None)
+    component()(**args, bits=bits, vals=vals, key=key, default=None)
 
 
 def highlight_view(pred: Prediction, c: dict):

@@ -31,12 +31,9 @@ SECONDS_PER_TOKEN = [0.0]         # the last counterfactual run's pace, for the 
 
 
 def _threads(predictor):
-    """The Predict page's rule: one torch thread fewer while a run trains on this CPU."""
-    from ..device import cpu_threads, threads_beside_training
-    from ..runs import device_busy
-    from .checkpoints import checkpoints_root
-    busy = predictor.device.type == "cpu" and device_busy(checkpoints_root())
-    return cpu_threads(threads_beside_training(busy))
+    """The Predict page's rule (``predict.review_threads``)."""
+    from .predict import review_threads
+    return review_threads(predictor)
 
 
 def _state(prefix: str, predictor, pred) -> dict:

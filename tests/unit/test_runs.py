@@ -290,3 +290,21 @@ def test_predictions_use_one_thread_fewer_only_beside_training():
     with cpu_threads(threads_beside_training(True)):
         assert torch.get_num_threads() == max(1, before - 1)
     assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize("cores, idle, training", [(2, 1, 1), (8, 4, 3), (1, 1, 1)])
+def test_one_review_takes_half_the_cores_and_one_fewer_beside_training(cores, idle, training):
+    import torch
+
+    from reviewbert.device import cpu_threads, threads_for_one_review
+    before = torch.get_num_threads()
+    torch.set_num_threads(cores)
+    try:
+        assert threads_for_one_review(False) == idle
+        assert threads_for_one_review(True) == training
+        with cpu_threads(threads_for_one_review(False)):
+            assert torch.get_num_threads() == idle
+            assert threads_for_one_review(False) == idle     # asked inside: from the saved count
+        assert torch.get_num_threads() == cores
+    finally:
+        torch.set_num_threads(before)
