@@ -19,9 +19,9 @@ if result is None:
     predict.prefetch(info)
     st.stop()
 
-# The views' modules (torch, plotly figures, scikit-learn) are imported once there is a
+# The views' modules (torch, plotly figures) are imported once there is a
 # prediction to draw, so that the first paint of the panel above waits for none of them.
-from reviewbert.ui import explanations, prediction, split_map, whatif  # noqa: E402
+from reviewbert.ui import explanations, nearest_reviews, prediction, whatif  # noqa: E402
 
 _, predictor = cached_model.require_predictor()
 
@@ -40,5 +40,5 @@ with predict.review_threads(predictor):
     prediction.highlight_view(pred, controls)
     explanations.which_words_mattered(predictor, pred, key_prefix=state.WW_PREFIX,
                                       controls=controls)
-    split_map.predict_page_neighbours(info, predictor, pred)
+    nearest_reviews.predict_page_neighbours(info, predictor, pred)
     whatif.what_if(predictor, pred, key_prefix=state.WHATIF_PREFIX)

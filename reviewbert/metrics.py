@@ -14,12 +14,14 @@ The 3-label view of a 5-label model (:func:`three_label_view`) merges its
 probabilities into {1, 2}, {3}, {4, 5} stars, the classes of the 3-label scheme,
 and scores them with the same functions.
 
-Everything is scikit-learn; nothing here knows about torch or the model.
+Everything is scikit-learn, imported by the functions: training, the CLI and the bulk
+passes import this module, and so does the Predict page's chain (batch_predict), which
+never computes a metric and should not wait for scikit-learn's import (0.7 s with scipy).
+Nothing here knows about torch or the model.
 """
 from __future__ import annotations
 
 import numpy as np
-from sklearn.metrics import accuracy_score, confusion_matrix, log_loss, roc_auc_score
 
 from .labels import FIVE, THREE
 
@@ -47,6 +49,7 @@ def macro_auc(y_true, probs, num_labels: int | None = None) -> tuple[float | Non
     if missing:
         return None, f"undefined: class(es) {missing} absent from this split"
     try:
+        from sklearn.metrics import roc_auc_score
         return float(roc_auc_score(y, p, multi_class="ovr", average="macro",
                                    labels=list(range(k)))), None
     except ValueError as e:  # anything else sklearn refuses, reported rather than raised
@@ -70,6 +73,7 @@ def compute_metrics(y_true, probs, num_labels: int | None = None) -> dict:
     if y.size == 0:
         return {"loss": None, "auc": None, "accuracy": None, "relaxed_accuracy": None,
                 "n": 0, "auc_note": "undefined: empty split"}
+    from sklearn.metrics import accuracy_score, log_loss
     pred = p.argmax(axis=1)
     auc, note = macro_auc(y, p, k)
     out = {
@@ -108,6 +112,7 @@ def three_label_view(y_true, probs) -> dict:
 
 def confusion(y_true, probs, num_labels: int | None = None) -> list[list[int]]:
     """Confusion matrix as nested lists: row = true class, column = predicted class."""
+    from sklearn.metrics import confusion_matrix
     y, p, k = _as_arrays(y_true, probs, num_labels)
     return confusion_matrix(y, p.argmax(axis=1), labels=list(range(k))).tolist()
 

@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 LOADING = "Loading the model…"
 RETRY_AFTER_S = 3.0     # a failed load is tried again by the first rerun this much later
 # What draws a prediction: imported by the load's thread once the model is ready, so that
-# the first click on Predict does not wait for them (split_map brings scikit-learn: 0.7 s).
+# the first click on Predict does not wait for them (none imports scipy or scikit-learn).
 VIEW_MODULES = ("reviewbert.ui.prediction", "reviewbert.ui.explanations",
-                "reviewbert.ui.split_map", "reviewbert.ui.whatif")
+                "reviewbert.ui.nearest_reviews", "reviewbert.ui.whatif")
 
 
 def mtime(path: Path) -> float:
@@ -47,10 +47,13 @@ def start_loading(path: str, stamp: float) -> BackgroundLoad:
 
 def import_views() -> None:
     """The Predict page's view modules, imported, and the first prediction's one-off costs
-    paid (``prediction.prepare``): run by the load's thread once the model is ready."""
+    paid (``prediction.prepare``), then the new objects frozen (``heap.freeze_new``) here
+    rather than by the script run that follows: run by the load's thread once the model
+    is ready."""
     for name in VIEW_MODULES:
         importlib.import_module(name)
     importlib.import_module("reviewbert.ui.prediction").prepare()
+    heap.freeze_new()
 
 
 def loading(info: CheckpointInfo) -> BackgroundLoad:

@@ -14,20 +14,20 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ..analysis import cache, drivers, embeddings, lookup, map_figures, map_reading, neighbours
+from ..analysis import drivers, embeddings, map_figures, map_reading, neighbours
 from ..analysis import projection as projection_mod
 from ..analysis import slices as slices_mod
 from ..analysis.intervals import metric_intervals
 from ..markdown import md_escape
 from ..report import METRIC_NAMES, fmt_metric
 from . import cached_model, error_analysis, state
+from .nearest_reviews import PREVIEW, agreement_line, neighbour_frame
 
 TABS = ("Map", "Drivers", "Slices")
 METHODS = {"PCA 2-D": ("pca", 2), "PCA 3-D": ("pca", 3), "UMAP 2-D": ("umap", 2),
            "UMAP 3-D": ("umap", 3)}
 UMAP_RATE = 400.0       # reviews/s of a warm UMAP on this 2-core CPU (for the estimate)
 DRIVER_RATE = 1.0       # reviews/s of IG drivers assumed before the first run here
-PREVIEW = 140
 
 
 # ------------------------------------------------------------------ vectors
@@ -240,95 +240,10 @@ def _save(preds, name, spec, flash_key) -> None:
 
 
 # ------------------------------------------------------------------ neighbours
-def neighbour_frame(preds, idx, sim) -> pd.DataFrame:
-    names, f = preds.names, preds.frame
-    text = f["text"].to_numpy()[idx]
-    return pd.DataFrame({
-        "rank": np.arange(1, len(idx) + 1), "similarity": np.round(sim, 3),
-        "true": [names[i] for i in preds.y[idx]], "predicted": [names[i] for i in preds.pred[idx]],
-        "text": [t if len(t) <= PREVIEW else t[:PREVIEW] + "…" for t in text]})
-
-
-def agreement_line(preds, idx, predicted: int) -> str:
-    agree = int((preds.y[idx] == predicted).sum())
-    names = preds.names
-    counts = np.bincount(preds.y[idx], minlength=len(names))
-    mix = ", ".join(f"{c} × {md_escape(names[i])}" for i, c in enumerate(counts) if c)
-    return (f"**{agree} of its {len(idx)} nearest reviews** ({agree / max(len(idx), 1):.0%}) are "
-            f"rated **{md_escape(names[predicted])}**, the rating the model predicts. Their true "
-            f"ratings: {mix}.")
-
-
 def neighbours_view(preds, vecs, row: int) -> None:
     idx, sim = neighbours.nearest(vecs, rows=[row])
     st.markdown("**Its nearest reviews in the model's vector space** (cosine). "
                 + agreement_line(preds, idx[0], int(preds.pred[row])))
-    st.dataframe(neighbour_frame(preds, idx[0], sim[0]), hide_index=True, height=250,
-                 column_config={"text": st.column_config.TextColumn(width="large")})
-
-
-EVALUATED_SPLITS = 3     # checkpoints whose test-split vectors stay in memory
-
-
-@st.cache_resource(show_spinner=False)
-def _evaluated_splits() -> dict:
-    """{(checkpoint key, cache stamp): (test-split predictions, their vectors) or None},
-    shared by every session. Looking a split up costs a parquet read and the split's
-    fingerprint (~80 ms), which every Predict paid before; the stamp
-    (``analysis.cache.stamp``) changes when the Error analysis page writes an
-    evaluation or its vectors, so a split evaluated later is found on the next run."""
-    return {}
-
-
-def _split_vectors(info, predictor, key: str):
-    found = _evaluated_splits()
-    at = (key, cache.stamp(info.path))
-    if at in found:
-        return found[at]
-    reviews, _ = cached_model.load_test_reviews(str(info.path), cached_model.mtime(info.path))
-    preds = lookup(info.path, reviews, predictor.scheme, predictor.max_length) if reviews else None
-    vecs = embeddings.vectors_for(preds, predictor.model, predictor.tokenizer,
-                                  compute=False) if preds is not None else None
-    while len(found) >= EVALUATED_SPLITS:
-        found.pop(next(iter(found)), None)
-    found[at] = None if vecs is None else (preds, vecs)
-    return found[at]
-
-
-def _nearest_for(info, predictor, text: str):
-    """(test-split predictions, neighbour rows, similarities) of ``text``, or None when the
-    split's vectors are not cached. Kept in session state: the Predict page reruns on every
-    slider move, and this needs a forward pass."""
-    key = f"{info.path}:{cached_model.mtime(info.path)}"
-    kept = st.session_state.get(state.PREDICT_NEIGHBOURS)
-    if kept and kept[0] == key and kept[1] == text:
-        return kept[2]
-    split = _split_vectors(info, predictor, key)
-    if split is None:
-        return None
-    preds, vecs = split
-    q = embeddings.query_vector(predictor.model, predictor.tokenizer, text,
-                                max_length=predictor.max_length)
-    idx, sim = neighbours.nearest(vecs, q, k=neighbours.K)
-    out = (preds, idx, sim)
-    st.session_state[state.PREDICT_NEIGHBOURS] = (key, text, out)
-    return out
-
-
-def predict_page_neighbours(info, predictor, pred) -> None:
-    """The Predict page: the review's 10 nearest reviews of the checkpoint's test split,
-    when the Error analysis page has evaluated it (vectors cached)."""
-    st.header("Its nearest reviews")
-    got = _nearest_for(info, predictor, pred.text)
-    if got is None:
-        st.caption("Evaluate this checkpoint's test split on the **Error analysis** page (its Map "
-                   "tab keeps every review's sentence vector) to see the reviews this one is "
-                   "closest to, and whether their ratings agree with the prediction.")
-        return
-    preds, idx, sim = got
-    st.markdown(f"The {len(idx[0])} reviews of the test split closest to this one in the model's "
-                "vector space ([CLS], last layer, cosine). " + agreement_line(preds, idx[0],
-                                                                             int(pred.label_id)))
     st.dataframe(neighbour_frame(preds, idx[0], sim[0]), hide_index=True, height=250,
                  column_config={"text": st.column_config.TextColumn(width="large")})
 

@@ -180,3 +180,18 @@ def test_the_predict_page_imports_its_views_after_the_panel_and_the_load_preimpo
             (late if seen_panel else top).update(names)
     assert late == set(VIEW_MODULES), (late, VIEW_MODULES)
     assert not top & set(VIEW_MODULES)
+
+
+def test_the_predict_pages_views_import_neither_scipy_nor_scikit_learn():
+    """Those are the Error analysis page's (0.7 s of imports): the load's thread imports
+    the views while the first click on Predict may already be waiting for the GIL."""
+    import subprocess
+    import sys
+
+    from reviewbert.ui.cached_model import VIEW_MODULES
+    code = ("import sys\n" + "".join(f"import {m}\n" for m in VIEW_MODULES) +
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'sklearn'}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", out.stdout
