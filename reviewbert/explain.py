@@ -81,6 +81,7 @@ reads and five sixths of its last layer on rows the pooler never sees.
 """
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass, field
@@ -612,7 +613,7 @@ def explain(predictor, pred, methods=None) -> list[TokenScores]:
 def spearman_matrix(results: list[TokenScores]) -> np.ndarray:
     """Spearman rank correlation between every pair of methods' word scores
     ([m, m], NaN where undefined: fewer than 3 words, or a constant score vector)."""
-    from scipy.stats import rankdata
+    import pandas as pd  # its average-tie ranks are scipy's rankdata, without importing scipy
     m = len(results)
     rho = np.full((m, m), np.nan)
     np.fill_diagonal(rho, 1.0)
@@ -621,7 +622,8 @@ def spearman_matrix(results: list[TokenScores]) -> np.ndarray:
     # Spearman's ρ is Pearson's r of the (average-tie) ranks, pair by pair: scipy's
     # spearmanr on the whole matrix returns a single NaN as soon as one column is constant
     # (a method that scores every word alike), which would blank every other pair too.
-    ranks = np.stack([rankdata(np.asarray(r.scores, dtype=np.float64)) for r in results])
+    ranks = np.stack([pd.Series(np.asarray(r.scores, dtype=np.float64)).rank(method="average")
+                      .to_numpy() for r in results])
     for i in range(m):
         for j in range(i + 1, m):
             if np.ptp(ranks[i]) > 0 and np.ptp(ranks[j]) > 0:
@@ -636,9 +638,28 @@ def _is_punct(word: str) -> bool:
     return not any(ch.isalnum() for ch in word)
 
 
+@functools.lru_cache(maxsize=1)
+def stop_words() -> frozenset[str]:
+    """scikit-learn's English stop words, read from its data module alone
+    (``sklearn/feature_extraction/_stop_words.py``, one frozenset, no imports):
+    ``sklearn.feature_extraction.text`` imports scikit-learn and scipy, 0.6 s that the
+    Predict page's first explanation waited for. The usual import where that file moved."""
+    import importlib.util
+    from pathlib import Path
+    try:
+        spec = importlib.util.find_spec("sklearn")
+        path = Path(spec.submodule_search_locations[0]) / "feature_extraction" / "_stop_words.py"
+        data = importlib.util.spec_from_file_location("reviewbert._sklearn_stop_words", path)
+        module = importlib.util.module_from_spec(data)
+        data.loader.exec_module(module)
+        return frozenset(module.ENGLISH_STOP_WORDS)
+    except (ImportError, OSError, AttributeError, TypeError):
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+        return ENGLISH_STOP_WORDS
+
+
 def _is_function_word(word: str) -> bool:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
-    return word.lower().strip("'’") in ENGLISH_STOP_WORDS
+    return word.lower().strip("'’") in stop_words()
 
 
 def _quote(words: list[str]) -> str:
