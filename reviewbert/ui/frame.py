@@ -31,6 +31,7 @@ def pages() -> list:
 
 def run() -> None:
     allocator.fix_mmap_threshold()     # once per process: see reviewbert/allocator.py
+    allocator.limit_arenas()
     nav = st.navigation(pages())
     st.html(f"<style>{highlight.HIGHLIGHT_CSS}</style>")   # style only: takes no space
     state.keep_widget_state()

@@ -79,3 +79,52 @@ def test_blocks_under_the_threshold_stay_in_the_arenas():
     # a 256-token review's activations (up to 1.5 MB): no fresh pages for each of them
     assert 2 << 20 < allocator.MMAP_THRESHOLD
     assert probe("fix")["mapped_small"] == 0
+
+
+ARENAS = r"""
+import ctypes, ctypes.util, os, sys, tempfile, threading
+from reviewbert import allocator
+ok = allocator.limit_arenas(2) if sys.argv[1] == "limit" else None
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+barrier = threading.Barrier(9)
+def work():
+    block = libc.malloc(4096)        # a new thread's first malloc picks its arena
+    barrier.wait()
+    barrier.wait()
+    libc.free(block)
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads:
+    t.start()
+barrier.wait()
+path = os.path.join(tempfile.mkdtemp(), "info.xml")
+f = libc.fopen(path.encode(), b"w")
+libc.malloc_info(0, f)
+libc.fclose(f)
+barrier.wait()
+for t in threads:
+    t.join()
+print(ok, open(path).read().count("<heap nr="))
+"""
+
+
+def arenas(mode: str) -> tuple[str, int]:
+    out = subprocess.run([sys.executable, "-c", ARENAS, mode], capture_output=True, text=True,
+                         timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0, out.stderr
+    ok, n = out.stdout.split()
+    return ok, int(n)
+
+
+def test_eight_threads_share_two_arenas_once_limited():
+    """glibc gives each new thread an arena of its own (up to 8 per core); the app server
+    runs every script run in a new thread. Limited, eight threads use at most two."""
+    _, default = arenas("default")
+    ok, limited = arenas("limit")
+    assert default > 2, default              # the probe does make arenas
+    assert ok == "True" and limited <= 2, (ok, limited)
