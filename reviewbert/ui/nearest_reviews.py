@@ -9,6 +9,8 @@ and scikit-learn (0.75 s of imports that the first prediction waited for).
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -40,6 +42,7 @@ def agreement_line(preds, idx, predicted: int) -> str:
 
 
 EVALUATED_SPLITS = 3     # checkpoints whose test-split vectors stay in memory
+_FOUND_LOCK = threading.Lock()
 
 
 @st.cache_resource(show_spinner=False)
@@ -61,10 +64,12 @@ def _split_vectors(info, predictor, key: str):
     preds = lookup(info.path, reviews, predictor.scheme, predictor.max_length) if reviews else None
     vecs = embeddings.vectors_for(preds, predictor.model, predictor.tokenizer,
                                   compute=False) if preds is not None else None
-    while len(found) >= EVALUATED_SPLITS:
-        found.pop(next(iter(found)), None)
-    found[at] = None if vecs is None else (preds, vecs)
-    return found[at]
+    got = None if vecs is None else (preds, vecs)
+    with _FOUND_LOCK:        # sessions run in threads of their own
+        while len(found) >= EVALUATED_SPLITS:
+            del found[next(iter(found))]
+        found[at] = got
+    return got
 
 
 def _nearest_for(info, predictor, text: str):
