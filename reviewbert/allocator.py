@@ -91,8 +91,7 @@ def limit_arenas(n: int | None = None) -> bool:
     global _arenas
     with _lock:
         if _arenas is None:
-            cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                     else (os.cpu_count() or 1))
+            from .device import usable_cores
             libc = None if os.environ.get("MALLOC_ARENA_MAX") else _libc()
-            _arenas = bool(libc is not None and libc.mallopt(M_ARENA_MAX, max(1, n or cores)) == 1)
+            _arenas = bool(libc is not None and libc.mallopt(M_ARENA_MAX, max(1, n or usable_cores())) == 1)
         return _arenas

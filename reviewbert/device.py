@@ -34,6 +34,12 @@ LAUNCHED_ENV = "REVIEWBERT_LAUNCHED"  # set for children of runs.launch: they le
 
 
 # --------------------------------------------------------------------- device
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cores or 1
+
+
 def pick_device(prefer: str | None = None) -> torch.device:
     """CUDA, then MPS, then CPU. ``prefer`` ("cpu", "cuda", "mps") overrides."""
     import torch
@@ -102,7 +108,6 @@ def resolve_precision(precision: str, device) -> str:
 
 
 def resolve_mixed_precision(mixed_precision: str, device) -> str:
-    import torch
     """Training: ``"auto"`` → ``"bf16"`` where bf16 autocast is measured faster at the same
     accuracy: a CPU with AMX-BF16 or AVX512-BF16 units (the README's "bf16 training on a
     CPU" gives the step times and the accuracy of the demo recipe both ways) or a CUDA GPU
@@ -110,6 +115,7 @@ def resolve_mixed_precision(mixed_precision: str, device) -> str:
     slower. Any other value is returned as given."""
     if mixed_precision != "auto":
         return mixed_precision
+    import torch
     device = torch.device(device)
     if device.type == "cpu":
         return "bf16" if cpu_bf16_units() else "no"
@@ -143,8 +149,7 @@ def set_training_threads(accelerator) -> None:
     if accelerator.device.type != "cpu":
         return
     import torch
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cores = cores or 1
+    cores = usable_cores()
     background = os.environ.get(LAUNCHED_ENV) == "1" and accelerator.num_processes == 1 \
         and int(os.environ.get("WORLD_SIZE", "1")) == 1
     if background:
@@ -242,10 +247,7 @@ def threads_for_one_review(busy: bool) -> int:
     (py-spy --native); with one thread it took 55 ms, and the Predict page's server CPU
     per 256-token click fell from 250-280 ms to 160-180 ms (spinning OpenMP threads
     included)."""
-    import torch
-    with _threads_lock:
-        base = _threads_base if _threads_users else torch.get_num_threads()
-    return max(1, base // 2 - (1 if busy else 0))
+    return max(1, _threads_before_blocks() // 2 - (1 if busy else 0))
 
 
 def threads_beside_training(busy: bool) -> int | None:
@@ -253,7 +255,11 @@ def threads_beside_training(busy: bool) -> int | None:
     (fewer than the count before any :func:`cpu_threads` block lowered it)."""
     if not busy:
         return None
+    return max(1, _threads_before_blocks() - 1)
+
+
+def _threads_before_blocks() -> int:
+    """torch's thread count before any :func:`cpu_threads` block lowered it."""
     import torch
     with _threads_lock:
-        base = _threads_base if _threads_users else torch.get_num_threads()
-    return max(1, base - 1)
+        return _threads_base if _threads_users else torch.get_num_threads()

@@ -34,21 +34,21 @@ IMPORTS_WORTH_A_FREEZE = 20
 
 def freeze_long_lived() -> int:
     """Collect everything, then freeze what survives; returns the number frozen."""
-    global _modules_frozen
-    with _lock:
-        _modules_frozen = len(sys.modules)
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
-        return gc.get_freeze_count()
+    return _freeze(full=True)
 
 
 def freeze_new() -> int:
     """Collect what is not frozen, then freeze what survives (the frozen objects are not
     walked); returns the number frozen."""
+    return _freeze(full=False)
+
+
+def _freeze(full: bool) -> int:
     global _modules_frozen
     with _lock:
         _modules_frozen = len(sys.modules)
+        if full:
+            gc.unfreeze()
         gc.collect()
         gc.freeze()
         return gc.get_freeze_count()

@@ -1,8 +1,9 @@
 """The Predict page's input panel (paste or sample a review) and its prediction in session
 state (the model itself: ``cached_model``).
 
-The Prediction is kept in ``st.session_state`` so that moving a layer or head
-slider redraws from it without another forward pass.
+A session keeps only which checkpoint and text it predicted (``state.RESULT``); the
+Prediction itself is shared by every session (:func:`shared_prediction`), so moving a
+layer or head slider redraws from it without another forward pass.
 
 The panel draws while the checkpoint is still loading (``cached_model.loading``): only
 *Sample a review* and *Predict* wait for the model, under a spinner. So this module
@@ -156,7 +157,8 @@ def shared_prediction(ckpt_key: str, text: str, _predictor: Predictor) -> Predic
 
     A session keeps only (checkpoint, text) in its state, so a class of 20 holds at most
     SHARED_PREDICTIONS attention arrays (19 MB each at 256 tokens) rather than one per
-    session; an evicted one is predicted again (a 25 ms forward pass at 256 tokens).
+    session; an evicted one is predicted again (a forward pass: 55 ms at 256 tokens on one
+    thread in the app server).
     Shared, so read-only: its arrays are made unwritable.
     """
     pred = _predictor.predict(text)
