@@ -41,6 +41,14 @@ def agreement_line(preds, idx, predicted: int) -> str:
             f"ratings: {mix}.")
 
 
+def show(preds, idx, sim, lead: str, predicted: int) -> None:
+    """``lead``, the agreement sentence, and the table of the neighbours ``idx`` (rows of
+    ``preds``) with their similarities ``sim``."""
+    st.markdown(lead + agreement_line(preds, idx, predicted))
+    st.dataframe(neighbour_frame(preds, idx, sim), hide_index=True, height=250,
+                 column_config={"text": st.column_config.TextColumn(width="large")})
+
+
 EVALUATED_SPLITS = 3     # checkpoints whose test-split vectors stay in memory
 _FOUND_LOCK = threading.Lock()
 
@@ -103,8 +111,5 @@ def predict_page_neighbours(info, predictor, pred) -> None:
                    "closest to, and whether their ratings agree with the prediction.")
         return
     preds, idx, sim = got
-    st.markdown(f"The {len(idx[0])} reviews of the test split closest to this one in the model's "
-                "vector space ([CLS], last layer, cosine). " + agreement_line(preds, idx[0],
-                                                                             int(pred.label_id)))
-    st.dataframe(neighbour_frame(preds, idx[0], sim[0]), hide_index=True, height=250,
-                 column_config={"text": st.column_config.TextColumn(width="large")})
+    show(preds, idx[0], sim[0], f"The {len(idx[0])} reviews of the test split closest to this one "
+         "in the model's vector space ([CLS], last layer, cosine). ", int(pred.label_id))

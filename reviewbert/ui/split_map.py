@@ -20,8 +20,8 @@ from ..analysis import slices as slices_mod
 from ..analysis.intervals import metric_intervals
 from ..markdown import md_escape
 from ..report import METRIC_NAMES, fmt_metric
-from . import cached_model, error_analysis, state
-from .nearest_reviews import PREVIEW, agreement_line, neighbour_frame
+from . import cached_model, error_analysis, nearest_reviews, state
+from .nearest_reviews import PREVIEW
 
 TABS = ("Map", "Drivers", "Slices")
 METHODS = {"PCA 2-D": ("pca", 2), "PCA 3-D": ("pca", 3), "UMAP 2-D": ("umap", 2),
@@ -242,10 +242,8 @@ def _save(preds, name, spec, flash_key) -> None:
 # ------------------------------------------------------------------ neighbours
 def neighbours_view(preds, vecs, row: int) -> None:
     idx, sim = neighbours.nearest(vecs, rows=[row])
-    st.markdown("**Its nearest reviews in the model's vector space** (cosine). "
-                + agreement_line(preds, idx[0], int(preds.pred[row])))
-    st.dataframe(neighbour_frame(preds, idx[0], sim[0]), hide_index=True, height=250,
-                 column_config={"text": st.column_config.TextColumn(width="large")})
+    nearest_reviews.show(preds, idx[0], sim[0], "**Its nearest reviews in the model's vector "
+                         "space** (cosine). ", int(preds.pred[row]))
 
 
 # ------------------------------------------------------------------ the Drivers tab
