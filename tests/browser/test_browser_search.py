@@ -65,6 +65,24 @@ def settled(page, tries: int = 40) -> None:
         last = now
 
 
+def click_trial(page, number: int, tries: int = 4) -> None:
+    """Click trial ``number``'s point until its selection shows. Under two test workers
+    on two cores the chart can still be relaying out (or not yet listening) when the
+    first click lands, and plotly then drops it; each try re-reads the point's place."""
+    for attempt in range(tries):
+        settled(page)
+        point = history_point(page, number)
+        page.mouse.move(point["x"], point["y"])   # plotly finds the clicked point on hover
+        page.wait_for_timeout(300)
+        page.mouse.click(point["x"], point["y"])
+        try:
+            page.get_by_text("Selected trials, overlaid").wait_for(timeout=20_000)
+            return
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError: click again
+            if attempt == tries - 1:
+                raise
+
+
 def test_the_dashboard_draws_offline_and_a_clicked_trial_is_selected(server):
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
@@ -90,9 +108,7 @@ def test_the_dashboard_draws_offline_and_a_clicked_trial_is_selected(server):
             last = int(page.evaluate("() => Math.max(...[...document.querySelectorAll("
                                      "'.js-plotly-plot')].find(p => p.layout.title.text === "
                                      "'Optimisation history')._fullData[0].x)"))  # a finished one
-            point = history_point(page, last)
-            page.mouse.click(point["x"], point["y"])
-            page.get_by_text("Selected trials, overlaid").wait_for(timeout=60_000)
+            click_trial(page, last)
             page.wait_for_function(DRAWN, arg=FIGURES + 4, timeout=60_000)  # + 4 curve charts
             heading = page.locator("[data-testid=stMarkdownContainer]").filter(
                 has_text="Selected trials, overlaid").first.inner_text()
