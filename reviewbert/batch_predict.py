@@ -123,14 +123,15 @@ def predict_probs(model, loader, accelerator=None, *, precision: str = "fp32",
     attention): the per-rating attention pass reads the [CLS] rows there.
 
     ``tap`` (``analysis.embeddings.VectorTap``) keeps one vector per review from the
-    same forward pass (it names the extra outputs it needs, e.g. hidden states):
-    ``tap(batch, outputs)`` gives [batch, dim], gathered like the probabilities and
-    handed to ``tap.collect`` in the order of the returned labels.
+    same forward pass: ``tap.attached(model)`` is open during the loop (a hook on the one
+    layer it reads), ``tap(batch, outputs)`` gives [batch, dim], gathered like the
+    probabilities and handed to ``tap.collect`` in the order of the returned labels.
     """
     was_training = model.training
     model.eval()
     ys, ps = [], []
-    with _autocast(model, precision):
+    attached = tap.attached(model) if tap is not None else contextlib.nullcontext()
+    with _autocast(model, precision), attached:
         for batch in loader:
             if accelerator is None:
                 batch = {k: v.to(model.device) for k, v in batch.items()}

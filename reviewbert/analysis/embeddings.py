@@ -5,10 +5,12 @@ vector the classifier head reads (through the pooler). ``EmbeddingSpec`` also of
 mean pooling (over the review's tokens, [CLS] and [SEP] included, padding excluded,
 as sentence-transformers pools) and any other layer (0 = the embedding output).
 
-They come free with the predictions: ``batch_predict.predict_probs`` asks the model
-for its hidden states in the same forward pass (``output_hidden_states=True``: the
-states are computed anyway, transformers only keeps references) and a
-:class:`VectorTap` keeps one row per review, cast to float16 on the spot. They are
+They come free with the predictions: a :class:`VectorTap` attached to the model for
+``batch_predict.predict_probs``' forward pass keeps the one layer it needs by a forward
+hook on that layer alone (``output_hidden_states=True`` would record and hold every
+layer's output of every batch; it stays the fallback for a model whose layers are not
+found at ``base_model.encoder.layer``), and keeps one row per review, cast to float16
+on the spot. They are
 stored in the prediction cache beside ``predictions.parquet``
 (``embeddings-<V>.npy``, layout in ``analysis/cache.py``). A cache written before
 embeddings existed still reads; :func:`vectors_for` computes the missing vectors
@@ -20,6 +22,7 @@ through :class:`NpyRowWriter`, chunk by chunk.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -77,6 +80,16 @@ def n_layers_of(model) -> int:
     return int(model.config.num_hidden_layers)
 
 
+def layer_module(model, layer: int):
+    """The module whose output is hidden state ``layer`` (0 = the embeddings, k = the
+    k-th encoder layer) of a BERT-like model, unwrapped from DDP; None if not found."""
+    base = getattr(getattr(model, "module", model), "base_model", None)
+    try:
+        return base.embeddings if layer == 0 else base.encoder.layer[layer - 1]
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
 class VectorTap:
     """One vector per review from ``predict_probs``' forward pass (see batch_predict)."""
 
@@ -84,12 +97,35 @@ class VectorTap:
         self.spec, self.layer = spec, spec.resolved_layer(n_layers)
         self.rows: list[torch.Tensor] = []
         self.vectors: np.ndarray | None = None
+        self._hooked = False
+        self._kept: torch.Tensor | None = None
+
+    @contextlib.contextmanager
+    def attached(self, model):
+        """While open, a forward hook on the chosen layer alone keeps its output for
+        :meth:`__call__`; a model without ``base_model.encoder.layer`` falls back to
+        asking for every hidden state (:meth:`forward_kwargs`)."""
+        module = layer_module(model, self.layer)
+        if module is None:
+            yield self
+            return
+
+        def keep(_module, _inputs, output):
+            self._kept = output[0] if isinstance(output, tuple) else output
+
+        handle = module.register_forward_hook(keep)
+        self._hooked = True
+        try:
+            yield self
+        finally:
+            handle.remove()
+            self._hooked, self._kept = False, None
 
     def forward_kwargs(self) -> dict:
-        return {"output_hidden_states": True}
+        return {} if self._hooked else {"output_hidden_states": True}
 
     def __call__(self, batch: dict, out) -> torch.Tensor:
-        h = out.hidden_states[self.layer]                      # [batch, tokens, hidden]
+        h = self._kept if self._hooked else out.hidden_states[self.layer]  # [batch, tokens, hidden]
         if self.spec.pooling == "cls":
             v = h[:, 0].float()
         else:

@@ -114,10 +114,12 @@ def map_tab(preds, info, predictor) -> None:
     method = c1.selectbox("Projection", list(METHODS), key=state.MAP_METHOD)
     options = [c for c in map_figures.COLOR_BY if issues is not None or "cleanlab" not in c]
     colour = c2.selectbox("Colour by", options, key=state.MAP_COLOR)
-    nb, reading = _reading(f"{error_analysis._key(preds)}:{name}", vecs, preds)
-    _reading_view(reading, nb)
+    # the reading goes above the scatter but is filled after it is drawn: it needs every
+    # review's neighbours (~1 s for 10,000 reviews on 2 cores, the first time)
+    reading_box = st.container()
     proj = _projection(preds, vecs, name, *METHODS[method])
     if proj is None:
+        _reading_here(reading_box, preds, vecs, name)
         return
     col = map_figures.colouring(colour, preds, None if issues is None else issues.flagged)
     title = f"{proj.title} of the {spec.label(embeddings.n_layers_of(model))}"
@@ -131,11 +133,20 @@ def map_tab(preds, info, predictor) -> None:
                     config={"displaylogo": False, "scrollZoom": True})
     st.caption(("Read from the cache; computed" if proj.cached else "Computed") +
                f" in {proj.seconds:.1f} s for {preds.n:,} reviews.")
+    nb = _reading_here(reading_box, preds, vecs, name)
     rows = selected_rows(preds)
     if rows is None or not len(rows):
         st.caption("Select reviews with the box or lasso tool (2-D), or click a point.")
         return
     selection_view(preds, predictor, vecs, rows, nb)
+
+
+def _reading_here(box, preds, vecs, name: str):
+    """The map's reading, drawn in ``box`` (above the scatter); returns the neighbours."""
+    nb, reading = _reading(f"{error_analysis._key(preds)}:{name}", vecs, preds)
+    with box:
+        _reading_view(reading, nb)
+    return nb
 
 
 def _reading_view(r, nb) -> None:

@@ -86,6 +86,27 @@ def test_mean_pooling_and_other_layers(ckpt):
         E.EmbeddingSpec("max")
 
 
+def test_the_tap_hooks_one_layer_and_falls_back_to_every_hidden_state(ckpt, monkeypatch):
+    """The tap reads its layer through a hook on that layer alone (no hidden states asked
+    of the model), removes the hook afterwards, and gives the same rows as the fallback
+    that asks for every hidden state (a model whose layers it cannot find)."""
+    model, tok, _ = load_checkpoint(ckpt)
+    for spec in (E.DEFAULT, E.EmbeddingSpec("mean", 1), E.EmbeddingSpec("cls", 0)):
+        tap = E.VectorTap(spec, E.n_layers_of(model))
+        module = E.layer_module(model, tap.layer)
+        assert module is not None
+        before = dict(module._forward_hooks)   # transformers' own output-capturing hook
+        with tap.attached(model):
+            assert tap.forward_kwargs() == {} and len(module._forward_hooks) == len(before) + 1
+        assert dict(module._forward_hooks) == before
+        assert tap.forward_kwargs() == {"output_hidden_states": True}
+        hooked = E.embed_texts(model, tok, TEXTS, spec=spec, max_length=64, batch_size=4)
+        with monkeypatch.context() as m:
+            m.setattr(E, "layer_module", lambda *_: None)
+            fallback = E.embed_texts(model, tok, TEXTS, spec=spec, max_length=64, batch_size=4)
+        assert np.array_equal(hooked, fallback), spec
+
+
 def test_old_cache_without_embeddings_reads_and_computes_only_when_asked(ckpt):
     model, tok, _ = load_checkpoint(ckpt)
     reviews = reviews_of(TEXTS)
@@ -183,6 +204,30 @@ def test_neighbours_equal_brute_force():
     for j in range(3):
         ref_i, ref_s = brute_force(x, q[j], 7)
         assert list(qi[j]) == ref_i and np.allclose(qs[j], ref_s, atol=1e-5)
+
+
+def test_neighbours_match_scikit_learn_and_keep_duplicates():
+    """The blocked matrix product finds the neighbours scikit-learn's brute-force cosine
+    search finds (blocks smaller than the split), and a review's exact duplicate is its
+    nearest neighbour while the review itself never is."""
+    from sklearn.neighbors import NearestNeighbors
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(700, 16)).astype(np.float32)
+    x[5] = x[9]
+    old = neighbours.BLOCK_BYTES
+    try:
+        neighbours.BLOCK_BYTES = 4 * 700 * 64                 # blocks of 64 rows
+        idx, sim = neighbours.nearest(x, k=8)
+    finally:
+        neighbours.BLOCK_BYTES = old
+    dist, ref = NearestNeighbors(metric="cosine", algorithm="brute").fit(x).kneighbors(
+        x, n_neighbors=10)
+    for r in range(len(x)):
+        others = [(j, d) for j, d in zip(ref[r], dist[r]) if j != r][:8]
+        assert r not in idx[r]
+        assert set(idx[r]) == {j for j, _ in others}, r   # rows 5 and 9 tie in any order
+        assert np.allclose(sim[r], [1.0 - d for _, d in others], atol=1e-5)
+    assert idx[5][0] == 9 and idx[9][0] == 5 and sim[5][0] == pytest.approx(1.0, abs=1e-6)
 
 
 def test_agreement_majority_and_reading_by_hand():
