@@ -8,9 +8,10 @@ Measures, each against its target, on this machine (named in the JSON):
 1. **Embeddings during evaluation**: the bulk pass (``batch_predict.predict_in_order``,
    as ``evaluate`` and the page run it: bf16 where the CPU has bf16 units) over the
    demo's test split, with and without the ``VectorTap`` that keeps each review's
-   [CLS] vector, taking turns (each side first in every other round), best of
-   ``--repeats`` (wall time, and the process's CPU time, which a busy machine disturbs
-   less). Target: ≤ 5 % extra wall time.
+   [CLS] vector, taking turns (each side first in every other round), ``--repeats``
+   rounds; the overhead is the median over rounds of the round's with/without ratio
+   (wall time; the process's CPU time too, which a busy machine disturbs less).
+   Target: ≤ 5 % extra wall time.
 2. **PCA and UMAP** of the demo's own vectors of its 2,105 test reviews and of 10,000
    reviews of ``earphone_reviews_in.csv`` (evaluated first, into a temporary copy of
    the demo's cache). UMAP is timed after a warm-up fit of the same size (from 4,096
@@ -81,17 +82,25 @@ def embedding_overhead(model, tok, texts, repeats: int) -> dict:
             log(f"evaluation {side} vectors: {times[side][-1]:.2f} s ({cpu[side][-1]:.2f} s CPU)")
     best = {k: min(v) for k, v in times.items()}
     best_cpu = {k: min(v) for k, v in cpu.items()}
-    return {"reviews": len(texts), "precision": prec, "seconds_without": round(best["without"], 3),
-            "seconds_with": round(best["with"], 3),
-            "overhead": round(best["with"] / best["without"] - 1, 4),
+    # each round's two passes ran back to back: their ratio cancels the machine's drift,
+    # which moves a single pass by ±10 % here (the best-of-n ratio alone did not)
+    paired = sorted(w / o for w, o in zip(times["with"], times["without"]))
+    paired_cpu = sorted(w / o for w, o in zip(cpu["with"], cpu["without"]))
+    return {"reviews": len(texts), "precision": prec, "rounds": repeats,
+            "seconds_without": round(best["without"], 3), "seconds_with": round(best["with"], 3),
+            "overhead": round(paired[len(paired) // 2] - 1, 4),
+            "overhead_best_of_n": round(best["with"] / best["without"] - 1, 4),
+            "overhead_per_round": [round(r - 1, 4) for r in paired],
             "cpu_seconds_without": round(best_cpu["without"], 3),
             "cpu_seconds_with": round(best_cpu["with"], 3),
-            "cpu_overhead": round(best_cpu["with"] / best_cpu["without"] - 1, 4)}
+            "cpu_overhead": round(paired_cpu[len(paired_cpu) // 2] - 1, 4)}
 
 
 def projections(vecs_by_n: dict) -> dict:
     from reviewbert.analysis import projection
-    out = {}
+    t0 = time.perf_counter()
+    import sklearn.decomposition  # noqa: F401 - its import, apart from PCA's own time
+    out = {"sklearn_import_seconds": round(time.perf_counter() - t0, 2)}
     for n, vecs in vecs_by_n.items():
         t0 = time.perf_counter()
         projection.pca(vecs, 2)
@@ -159,7 +168,10 @@ def projector_in_chromium(root: Path, n: int) -> dict:
         page.get_by_role("tab", name="Overview").wait_for(timeout=180_000)
         for attempt in ("first", "second"):
             page.get_by_role("tab", name="Overview").click()
-            page.wait_for_timeout(1500)
+            # the Overview's last element: its run (AUC intervals bootstrapped over 10,000
+            # reviews the first time) is over, so the Map's click does not wait for it
+            page.get_by_text("What the seed's filter changes").wait_for(timeout=300_000)
+            page.wait_for_timeout(1000)
             t0 = time.perf_counter()
             page.get_by_role("tab", name="Map").click()
             page.wait_for_function(f"() => ({js})() === {n}", timeout=300_000, polling=50)
@@ -185,7 +197,7 @@ def ig_drivers(preds, predictor, sample: int) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes: proves the script works")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--ig-sample", type=int, default=300)
     ap.add_argument("--no-browser", action="store_true")
     args = ap.parse_args()
@@ -223,7 +235,8 @@ def main() -> int:
 def finish(out: dict, big: int, small_n: int) -> int:
     proj = out["projection"]
     checks = {"embedding_overhead": out["embeddings"]["overhead"] <= TARGETS["embedding_overhead"],
-              "pca_seconds": max(p["pca_seconds"] for p in proj.values()) <= TARGETS["pca_seconds"],
+              "pca_seconds": max(p["pca_seconds"] for p in proj.values() if isinstance(p, dict))
+              <= TARGETS["pca_seconds"],
               "umap_10k_seconds": proj[str(big)]["umap_seconds"] <= TARGETS["umap_10k_seconds"]}
     if "browser" in out:
         checks["projector_drawn_seconds"] = (out["browser"]["first_open_seconds"]
