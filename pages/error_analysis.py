@@ -19,6 +19,7 @@ if choice is None:
 preds = error_analysis.evaluation(info, choice)
 if preds is None:
     st.stop()
+split_map.start_reading(preds, predictor)   # the Map's neighbours, in the background
 
 (overview, errors, issues, words, the_map, drivers, slices, brittle, compare,
  export) = st.tabs(error_analysis.TABS, key=state.ERR_TAB, on_change="rerun")

@@ -28,7 +28,7 @@ _, predictor = cached_model.require_predictor()
 pred, true_stars, source = result
 if prediction.unreadable(pred):
     st.stop()
-with predict.review_threads(predictor):
+with cached_model.review_threads(predictor):
     st.divider()
     prediction.prediction_card(pred, true_stars, source)
     st.divider()

@@ -15,8 +15,10 @@ import streamlit as st
 
 from .. import heap
 from ..checkpoint import CheckpointInfo
+from ..device import cpu_threads, threads_for_one_review
 from ..errors import CheckpointError
 from ..model_loading import BackgroundLoad
+from ..runs import device_busy
 from . import checkpoints, state
 
 if TYPE_CHECKING:
@@ -146,3 +148,13 @@ def require_predictor() -> tuple[CheckpointInfo, Predictor]:
     except CheckpointError as e:
         checkpoints.load_error(e)
         st.stop()
+
+
+def review_threads(predictor: Predictor):
+    """A block running the app's work for one click (a review's prediction, explanations
+    and what-if edits; the Map's neighbours) with ``device.threads_for_one_review`` torch
+    threads (half the cores, one fewer while a run trains on this CPU); unchanged on a GPU."""
+    if predictor.device.type != "cpu":
+        return cpu_threads(None)
+    return cpu_threads(threads_for_one_review(device_busy(checkpoints.checkpoints_root())))
+

@@ -18,11 +18,9 @@ import numpy as np
 import streamlit as st
 
 from ..checkpoint import CheckpointInfo
-from ..device import cpu_threads, threads_for_one_review
 from ..errors import CheckpointError
 from ..examples import BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample
-from ..runs import device_busy
-from . import cached_model, checkpoints, state
+from . import cached_model, state
 
 if TYPE_CHECKING:
     from ..inference import Prediction, Predictor
@@ -168,16 +166,8 @@ def shared_prediction(ckpt_key: str, text: str, _predictor: Predictor) -> Predic
     return pred
 
 
-def review_threads(predictor: Predictor):
-    """A block running the app's work on one review with ``device.threads_for_one_review``
-    torch threads (one fewer while a run trains on this CPU); unchanged on a GPU."""
-    if predictor.device.type != "cpu":
-        return cpu_threads(None)
-    return cpu_threads(threads_for_one_review(device_busy(checkpoints.checkpoints_root())))
-
-
 def _predict(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
-    with st.spinner("Predicting…"), review_threads(predictor):
+    with st.spinner("Predicting…"), cached_model.review_threads(predictor):
         return shared_prediction(ckpt_key, text, predictor)
 
 

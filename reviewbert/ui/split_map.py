@@ -9,6 +9,7 @@ gets the Errors tab's own card (``error_analysis.review``).
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,7 @@ from ..analysis import drivers, embeddings, map_figures, map_reading, neighbours
 from ..analysis import projection as projection_mod
 from ..analysis import slices as slices_mod
 from ..analysis.intervals import metric_intervals
+from ..device import cpu_threads, threads_for_one_review
 from ..markdown import md_escape
 from ..report import METRIC_NAMES, fmt_metric
 from . import cached_model, error_analysis, nearest_reviews, state
@@ -69,10 +71,41 @@ def vectors(preds, info, predictor, spec=None, *, ask: bool = True):
     return None, spec
 
 
-@st.cache_data(max_entries=6, show_spinner="Finding every review's neighbours…")
-def _reading(key: str, _vecs, _preds):
-    nb = neighbours.split_neighbours(_vecs, _preds.y, _preds.pred, _preds.scheme.num_labels)
-    return nb, map_reading.read_map(_vecs, _preds.y, _preds.pred, _preds.names, nb)
+# Every review's neighbours and the map's reading (~1 s for 10,000 reviews on 2 cores) are
+# computed in this thread, started as soon as the page shows a split whose vectors are
+# stored (start_reading), so the Map tab's first open finds them done or under way.
+_READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reviewbert-map-reading")
+
+
+def _read(vecs, preds):
+    with cpu_threads(threads_for_one_review(False)):    # the other half: sessions, browser
+        nb = neighbours.split_neighbours(vecs, preds.y, preds.pred, preds.scheme.num_labels)
+        return nb, map_reading.read_map(vecs, preds.y, preds.pred, preds.names, nb)
+
+
+@st.cache_resource(max_entries=6, show_spinner=False)
+def _reading_job(key: str, _vecs, _preds) -> Future:
+    """The reading of these vectors, shared by every session (read-only), as a future."""
+    return _READER.submit(_read, _vecs, _preds)
+
+
+def start_reading(preds, predictor) -> None:
+    """Start the map's reading of the default vectors of ``preds`` in the background, if
+    they are stored (the page calls this once it shows a split, whichever tab is open)."""
+    model = predictor.model
+    vecs = embeddings.vectors_for(preds, model, predictor.tokenizer, embeddings.DEFAULT,
+                                  compute=False)
+    if vecs is not None:
+        name = embeddings.DEFAULT.name(embeddings.n_layers_of(model))
+        _reading_job(f"{error_analysis._key(preds)}:{name}", vecs, preds)
+
+
+def _reading(key: str, vecs, preds):
+    job = _reading_job(key, vecs, preds)
+    if not job.done():
+        with st.spinner("Finding every review's neighbours…"):
+            return job.result()
+    return job.result()
 
 
 def _projection(preds, vecs, name: str, method: str, dims: int):
@@ -114,8 +147,8 @@ def map_tab(preds, info, predictor) -> None:
     method = c1.selectbox("Projection", list(METHODS), key=state.MAP_METHOD)
     options = [c for c in map_figures.COLOR_BY if issues is not None or "cleanlab" not in c]
     colour = c2.selectbox("Colour by", options, key=state.MAP_COLOR)
-    # the reading goes above the scatter but is filled after it is drawn: it needs every
-    # review's neighbours (~1 s for 10,000 reviews on 2 cores, the first time)
+    # the reading goes above the scatter, filled once the scatter is sent: it waits for
+    # every review's neighbours (_reading_job) if they are not found yet
     reading_box = st.container()
     proj = _projection(preds, vecs, name, *METHODS[method])
     if proj is None:

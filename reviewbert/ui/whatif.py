@@ -24,6 +24,7 @@ from .. import brittleness, explain, whatif, whatif_figures
 from ..highlight import highlight_html
 from ..inference import MAX_CHARS
 from ..markdown import md_escape
+from . import cached_model
 from .prediction import UNREADABLE
 
 COMPARE_CLASS = "rb-compare"     # the two highlighted versions (not rb-highlight / rb-explain)
@@ -31,9 +32,8 @@ SECONDS_PER_TOKEN = [0.0]         # the last counterfactual run's pace, for the 
 
 
 def _threads(predictor):
-    """The Predict page's rule (``predict.review_threads``)."""
-    from .predict import review_threads
-    return review_threads(predictor)
+    """The Predict page's rule (``cached_model.review_threads``)."""
+    return cached_model.review_threads(predictor)
 
 
 def _state(prefix: str, predictor, pred) -> dict:
