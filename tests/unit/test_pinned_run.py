@@ -29,6 +29,12 @@ from toyreviews import cli, quiet_env, write_toy_csv
 HERE = Path(__file__).parent / "data"
 PINNED = json.loads((HERE / "pinned_run_3620edc.json").read_text())
 RTOL = 1e-3
+# Attention key biases get no gradient in exact arithmetic (a bias added to every key shifts
+# each query's scores by one constant, which softmax ignores): trained, they hold rounding
+# noise (norm 1e-5 here), which differs between CPU kinds (AMX Xeon 2.9e-5, AVX-512 EPYC
+# 1.6e-5). Norms are compared within RTOL or this absolute floor, whichever is larger: the
+# floor decides only for the key biases and norms under 0.05 (the smallest other is 0.031).
+NOISE = 5e-5
 # Flags added to a subcommand since the redesign, on purpose: {command: [flag]}
 ADDED: dict[str, list[str]] = {
     "search": ["--preset"],          # issue 28: the seed report's grid
@@ -71,8 +77,9 @@ def test_the_tiny_seeded_run_ends_with_the_same_weights(pinned_run):
     assert sorted(weights) == sorted(PINNED["weights"])
     for name, t in weights.items():
         want = PINNED["weights"][name]
-        assert float(t.double().norm()) == pytest.approx(want["l2"], rel=RTOL), name
-        assert float(t.double().abs().mean()) == pytest.approx(want["mean_abs"], rel=RTOL), name
+        assert float(t.double().norm()) == pytest.approx(want["l2"], rel=RTOL, abs=NOISE), name
+        assert float(t.double().abs().mean()) == pytest.approx(want["mean_abs"], rel=RTOL,
+                                                               abs=NOISE), name
     digest = hashlib.sha256((pinned_run / "best" / "model.safetensors").read_bytes()).hexdigest()
     print(f"best/model.safetensors sha256 {digest} (recorded: "
           f"{PINNED['sha256']['best/model.safetensors']}; equal on the recording machine)")
