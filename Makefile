@@ -29,8 +29,8 @@ browser:
 # two cores (much of a browser or subprocess test is waiting), and module fixtures (a
 # Streamlit server, a trained run) still start once. TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 2
-# the Heads analysis of the demo on 100 test reviews here; `make heads` runs the issue's 300
-HEADS_DEMO_N ?= 100
+# the Heads analysis of the demo on 60 test reviews here; `make heads` runs the issue's 300
+HEADS_DEMO_N ?= 60
 test: setup browser lint
 	REVIEWBERT_HEADS_DEMO_N=$(HEADS_DEMO_N) $(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
