@@ -60,6 +60,10 @@ class Prediction:
     # float32 [layer, token, hidden]: each layer's value vectors x·W_V + b_V (heads side
     # by side), kept from the same pass for attention × value norm; None if not kept
     values: np.ndarray | None = field(default=None, repr=False)
+    # float32 [hidden]: the last layer's [CLS] hidden state from the same pass (what the
+    # classifier's pooler reads): the Predict page's nearest reviews compare it with a
+    # split's stored vectors, with no second pass
+    cls_vector: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def num_layers(self) -> int:
@@ -266,9 +270,10 @@ class FastBertForward:
             self(torch.zeros(rows, dtype=torch.long, device=self.word.device))
 
     @torch.inference_mode()
-    def __call__(self, ids: torch.Tensor, values: bool = False):
+    def __call__(self, ids: torch.Tensor, values: bool = False, cls_state: bool = False):
         """``ids`` [T] → (logits [C], attentions [L, H, T, T]) as fp32 tensors; with
-        ``values`` also each layer's value vectors [L, T, D] (heads side by side).
+        ``values`` also each layer's value vectors [L, T, D] (heads side by side); with
+        ``cls_state`` also the last layer's [CLS] hidden state [D] (what the pooler reads).
         A pruned checkpoint's removed heads are all-zero matrices (and zero values)."""
         T, D = ids.shape[0], self.D
         x = self.word[ids] + self.type0 + self.pos[:T]
@@ -293,7 +298,7 @@ class FastBertForward:
             x = F.layer_norm(self._linear(f, p["wo2"], p["bo2"]) + h, (D,), *p["ln2"][:2], p["ln2"][2])
         pooled = torch.tanh(F.linear(x[0], *self.pool))
         logits = F.linear(pooled, *self.cls)
-        return (logits, att, vals) if values else (logits, att)
+        return (logits, att) + ((vals,) if values else ()) + ((x[0],) if cls_state else ())
 
     def _attend(self, x, p, att, vals, last: bool):
         """One layer's attention: fills ``att`` [H, T, T] (and ``vals`` [T, D]) and returns
@@ -450,19 +455,22 @@ class Predictor:
         return cls(model, tok, info.scheme, meta=info.meta, fast=fast)
 
     @torch.inference_mode()
-    def forward(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    def forward(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
+                                               np.ndarray]:
         """ids → (logits [C], attentions float32 [L, H, T, T], value vectors float32
-        [L, T, D] or None: only the fast pass keeps them)."""
+        [L, T, D] or None: only the fast pass keeps them, the last layer's [CLS] hidden
+        state float32 [D])."""
         t = torch.tensor(ids, dtype=torch.long, device=self.device)
         vals = None
         if self.fast is not None:
-            logits, att, vals = self.fast(t, values=True)
+            logits, att, vals, cls = self.fast(t, values=True, cls_state=True)
         else:
-            out = self.model(input_ids=t[None], output_attentions=True)
-            logits = out.logits[0]
+            out = self.model(input_ids=t[None], output_attentions=True, output_hidden_states=True)
+            logits, cls = out.logits[0], out.hidden_states[-1][0, 0]
             att = full_attentions([a[0] for a in out.attentions], self.model)
         return (logits.float().cpu().numpy(), att.to(torch.float32).cpu().numpy(),
-                None if vals is None else vals.to(torch.float32).cpu().numpy())
+                None if vals is None else vals.to(torch.float32).cpu().numpy(),
+                cls.to(torch.float32).cpu().numpy())
 
     def embedded_logits(self, x: torch.Tensor) -> torch.Tensor:
         """Differentiable logits [B, C] from word embeddings [B, T, D] of unpadded rows:
@@ -558,7 +566,7 @@ class Predictor:
         if not isinstance(text, str) or not text.strip():
             raise ValueError("empty review: type or paste some text first")
         enc = encode(self.tokenizer, text, self.max_length)
-        logits, att, vals = self.forward(enc.ids)
+        logits, att, vals, cls = self.forward(enc.ids)
         probs = softmax(logits)
         k = int(probs.argmax())
         return Prediction(
@@ -566,4 +574,4 @@ class Predictor:
             word_spans=enc.word_spans, probs=probs, label_id=k, label=self.scheme.names[k],
             stars=stars_display(self.scheme, k), attentions=att, truncated=enc.truncated,
             n_tokens=len(enc.ids), n_tokens_original=enc.n_original, max_length=self.max_length,
-            chars_cut=enc.chars_cut, scheme=self.scheme, values=vals)
+            chars_cut=enc.chars_cut, scheme=self.scheme, values=vals, cls_vector=cls)

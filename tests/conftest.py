@@ -58,6 +58,25 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [i for i in items if not long(i)]
 
 
+def _files_under(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*"))
+            if p.is_file()} if folder.is_dir() else {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _the_shipped_demo_is_left_as_it_was():
+    """No test writes into checkpoints/demo: a prediction cache left there by one test
+    (``evaluate`` without --no-cache) changed what every later Predict page in the suite
+    drew. Tests that need a writable demo use a symlinked copy (browser_support.demo_server,
+    test_split_map_demo.demo_copy)."""
+    demo = ROOT / "checkpoints" / "demo"
+    before = _files_under(demo)
+    yield
+    after = _files_under(demo)
+    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    assert not changed, f"tests changed the shipped demo checkpoint: {changed[:10]}"
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     d = real_data_dir()

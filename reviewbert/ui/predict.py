@@ -160,7 +160,7 @@ def shared_prediction(ckpt_key: str, text: str, _predictor: Predictor) -> Predic
     Shared, so read-only: its arrays are made unwritable.
     """
     pred = _predictor.predict(text)
-    for a in (pred.attentions, pred.values, pred.probs):
+    for a in (pred.attentions, pred.values, pred.probs, pred.cls_vector):
         if a is not None:
             a.setflags(write=False)
     return pred

@@ -57,16 +57,21 @@ def test_stored_vectors_are_plain_transformers_cls_within_fp16(ckpt):
     stored = E.read_vectors(preds.folder, name)          # written by the evaluation itself
     assert stored is not None and stored.dtype == np.float16 and stored.shape == (len(TEXTS), 32)
     plain = AutoModel.from_pretrained(ckpt).eval()
+    eager = load_checkpoint(ckpt, attn_implementation="eager")[0]   # the Predictor's model
     for i, text in enumerate(TEXTS):
         enc = tok(text, truncation=True, max_length=64, return_tensors="pt")
         with torch.no_grad():
             ref = plain(**enc).last_hidden_state[0, 0].numpy()
         err = np.abs(stored[i].astype(np.float32) - ref)
         assert (err <= np.abs(ref) * 2.0 ** -11 + 1e-6).all(), (i, err.max())
-        # the Predict page's one-review path gives the same vector
+        # the Predict page's one-review paths give the same vector: the prediction's own
+        # pass (FastBertForward and the eager fallback), and the module-by-module pass
         q = E.query_vector(model, tok, text, max_length=64)
         assert np.array_equal(q, stored[i]) or np.abs(q.astype(np.float32) - ref).max() <= \
             np.abs(ref).max() * 2.0 ** -10
+        for fast in (True, False):
+            own = Predictor(eager, tok, max_length=64, fast=fast).predict(text).cls_vector
+            assert own.dtype == np.float32 and np.abs(own - ref).max() <= 1e-5, (fast, i)
 
 
 def test_mean_pooling_and_other_layers(ckpt):
