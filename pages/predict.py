@@ -32,13 +32,23 @@ with cached_model.review_threads(predictor):
     st.divider()
     prediction.prediction_card(pred, true_stars, source)
     st.divider()
-    st.header("What BERT attends to")
     controls = prediction.attention_controls(pred)
-    prediction.cls_layers_view(pred, controls)
-    prediction.heads_view(pred, controls)
-    prediction.bertviz_view(pred, controls)
-    prediction.highlight_view(pred, controls)
-    explanations.which_words_mattered(predictor, pred, key_prefix=state.WW_PREFIX,
-                                      controls=controls)
-    nearest_reviews.predict_page_neighbours(info, predictor, pred)
-    whatif.what_if(predictor, pred, key_prefix=state.WHATIF_PREFIX)
+    attends, words, nearest, what_if = st.tabs(prediction.VIEWS, key=state.PREDICT_VIEW,
+                                               on_change="rerun")
+    # Only the open tab runs: a run that built all four cost twice the server time.
+    if attends.open:
+        with attends:
+            prediction.cls_layers_view(pred, controls)
+            prediction.heads_view(pred, controls)
+            prediction.bertviz_view(pred, controls)
+            prediction.highlight_view(pred, controls)
+    if words.open:
+        with words:
+            explanations.which_words_mattered(predictor, pred, key_prefix=state.WW_PREFIX,
+                                              controls=controls)
+    if nearest.open:
+        with nearest:
+            nearest_reviews.predict_page_neighbours(info, predictor, pred)
+    if what_if.open:
+        with what_if:
+            whatif.what_if(predictor, pred, key_prefix=state.WHATIF_PREFIX)

@@ -37,4 +37,14 @@ def run_loaded(at, timeout: float = 120.0):
     return at
 
 
+def open_view(at, name: str):
+    """Open one of the Predict page's tabs under the prediction (only the open one is
+    built), as a click on it does, and rerun."""
+    from reviewbert.ui import prediction, state
+    assert name in prediction.VIEWS, name
+    at.session_state[state.PREDICT_VIEW] = name
+    at.run()
+    return at
+
+
 assert cached_model.RETRY_AFTER_S >= 1.0, "run_loaded's reruns must see one failure"

@@ -185,6 +185,12 @@ def select_first_row(page) -> None:
     page.mouse.click(box["x"] + 14, box["y"] + 35 + 17)
 
 
+def open_view(page, name: str, timeout: int = 120_000) -> None:
+    """Click one of the Predict page's tabs under the prediction card (only the open
+    tab is built: reviewbert.ui.prediction.VIEWS), once the prediction has drawn them."""
+    page.get_by_role("tab", name=name, exact=True).click(timeout=timeout)
+
+
 def shot(page, name: str, height: int = 2600):
     page.set_viewport_size({"width": 1400, "height": height})
     page.wait_for_timeout(800)

@@ -15,6 +15,8 @@ from ..headview import last_window_start
 from ..inference import Prediction
 from . import state
 
+# The Predict page's tabs under the prediction card; only the open one is built.
+VIEWS = ("What BERT attends to", "Which words mattered?", "Its nearest reviews", "What if?")
 HEATMAP_WRAP = 48  # columns per row of the [CLS] heatmap: a 256-token review wraps into 6 rows
 UNREADABLE = ("This text has no character the model reads: only invisible or control "
               "characters (zero-width spaces, byte-order marks, NUL…), which the tokenizer "
@@ -61,7 +63,8 @@ def prediction_card(pred: Prediction, true_stars: int | None = None, source: str
 
 
 def attention_controls(pred: Prediction) -> dict:
-    st.markdown("Controls for the views below. Layer and head are numbered from 1.")
+    st.markdown("Layer and head for the attention views and for *Which words mattered?*'s "
+                "attention methods, numbered from 1.")
     c1, c2, c3, c4 = st.columns(4)
     layer = c1.selectbox("Layer", list(range(pred.num_layers)), index=pred.num_layers - 2
                          if pred.num_layers > 1 else 0, format_func=lambda i: f"layer {i + 1}",

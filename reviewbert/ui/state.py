@@ -40,6 +40,7 @@ SAMPLE_WRONG = "sample_wrong"              # checkbox: only misclassified
 SAMPLE_NOTE = "sample_note"                # str: why no review could be sampled
 PENDING_REVIEW = "pending_review"          # {"text", "stars", "source"} sent by another page
 PNG = "png"                                # (figure key, PNG bytes) of the rendered heatmap
+PREDICT_VIEW = "predict_view"              # tabs: the open view under the prediction card
 
 # --- the Train page -------------------------------------------------------------------
 CONFIG_FIELD = "cfg_"                      # prefix: one widget per TrainConfig field
@@ -194,10 +195,12 @@ ERR_BRITTLE_PREFIX = "err_brittle"         # prefix: the Brittleness tab: _n, _m
                                            # _method (selectbox), _run (button), _table,
                                            # _flips (dataframes), _hist (chart)
 
-# Widget keys whose values should survive a visit to another page. Streamlit drops a
-# widget's state when a run does not draw it; re-assigning it each run keeps it.
+# Widget keys whose values should survive a visit to another page, or to another tab
+# (only the open tab is built). Streamlit drops a widget's state when a run does not
+# draw it; re-assigning it each run keeps it. The What if? editors hold the user's text.
 KEEP_ACROSS_PAGES = (REVIEW_TEXT, SAMPLE_STARS, SAMPLE_WRONG, SHOW_TRIALS, TRAIN_VIEW,
-                     TRAIN_FILES, LIVE_RUN)
+                     TRAIN_FILES, LIVE_RUN, f"{WHATIF_PREFIX}_editor",
+                     f"{ERR_WHATIF_PREFIX}_editor")
 
 
 def keep_widget_state() -> None:

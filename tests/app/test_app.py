@@ -2,8 +2,10 @@
 from pathlib import Path
 
 import pytest
-from app_support import run_loaded
+from app_support import open_view, run_loaded
 from streamlit.testing.v1 import AppTest
+
+from reviewbert.ui import prediction
 
 from browser_support import write_meta
 from conftest import make_tiny_model
@@ -53,7 +55,14 @@ def test_paste_and_predict(monkeypatch, ckpt_root):
     out = texts(at)
     assert "Predicted:" in out and "star" in out
     assert any("★" in m.value for m in at.markdown)
-    assert "What BERT attends to" in [h.value for h in at.header]
+    assert [t.label for t in at.tabs if t.label in prediction.VIEWS] == list(prediction.VIEWS)
+    # only the open tab (the attention views) is built: no other view's widgets
+    assert not [b for b in at.button if b.key in ("ww_run", "wi_edit")]
+    assert any("rb-highlight" in str(m.value) for m in at.markdown)
+    open_view(at, "What if?")                          # another tab: built, the views are not
+    assert not at.exception and [b for b in at.button if b.key == "wi_edit"]
+    assert not any("rb-highlight" in str(m.value) for m in at.markdown)
+    open_view(at, prediction.VIEWS[0])
     # widget changes redraw from the stored Prediction
     at.selectbox(key="att_layer").set_value(0).run()
     at.selectbox(key="att_head").set_value(2).run()
@@ -75,7 +84,7 @@ def test_truncation_notice(monkeypatch, ckpt_root):
 
 
 def test_sample_from_builtin_examples(monkeypatch, ckpt_root):
-    at = app(monkeypatch, ckpt_root)
+    at = run_loaded(app(monkeypatch, ckpt_root))    # alone, the first run is still loading
     assert "built-in examples" in texts(at)
     at.selectbox(key="sample_stars").set_value(4)
     at.button(key="sample_btn").click()

@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import pytest
+from app_support import open_view
 from streamlit.testing.v1 import AppTest
 
 from browser_support import write_meta
@@ -35,6 +36,8 @@ def test_which_words_mattered_attention_at_once_gradients_on_request(monkeypatch
     at.text_area(key="review_text").input("Battery died after two days. Poor quality!")
     at.button(key="predict_btn").click().run()
     assert not at.exception, at.exception
+    assert not rows(at)                                        # its tab is not open yet
+    open_view(at, "Which words mattered?")
     assert "Which words mattered?" in [h.value for h in at.subheader]
     assert len(rows(at)) == 3                                  # raw, rollout, value norm
     reading = [m.value for m in at.markdown if str(m.value).startswith("**Reading:**")]

@@ -8,6 +8,7 @@ import html
 import re
 
 import pytest
+from app_support import open_view
 from test_app import predict
 from test_error_page import ckpt_root, open_page, tab, texts  # noqa: F401 - ckpt_root: fixture
 
@@ -107,6 +108,7 @@ def test_every_hostile_text_in_the_what_if_editor(monkeypatch, ckpt_root):
     from test_app import app
     at = app(monkeypatch, ckpt_root)
     predict(at, "The battery died after two days. Poor quality!")
+    open_view(at, "What if?")
     at.button(key="wi_edit").click().run()
     for h in CORPUS:
         at.text_area(key="wi_editor").input(h.text)

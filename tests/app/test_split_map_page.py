@@ -7,6 +7,7 @@ import json
 import shutil
 
 import pytest
+from app_support import open_view
 from test_error_page import PAGE, ckpt_root, open_page, tab, texts  # noqa: F401 - ckpt_root: fixture
 
 from hostile_texts import BY_NAME
@@ -139,6 +140,7 @@ def test_predict_page_lists_nearest_reviews(monkeypatch, evaluated):
     at.switch_page("pages/predict.py").run()
     predict(at, "Terrible phone, the battery died after two days.")
     assert not at.exception, at.exception
+    open_view(at, "Its nearest reviews")
     out = texts(at)
     assert "nearest reviews" in out and "rating the model predicts" in out
 
@@ -152,6 +154,7 @@ def test_predict_page_finds_a_split_evaluated_after_it_first_looked(monkeypatch,
     at = open_page(monkeypatch, root, "c")
     at.switch_page("pages/predict.py").run()
     predict(at, "Terrible phone, the battery died after two days.")
+    open_view(at, "Its nearest reviews")
     assert "Evaluate this checkpoint's test split" in texts(at)
     assert "rating the model predicts" not in texts(at)
     at.switch_page(PAGE).run()
@@ -159,6 +162,7 @@ def test_predict_page_finds_a_split_evaluated_after_it_first_looked(monkeypatch,
     assert not at.exception, at.exception
     at.switch_page("pages/predict.py").run()
     predict(at, "Great screen, and the battery lasts two days.")
+    open_view(at, "Its nearest reviews")
     out = texts(at)
     assert "nearest reviews" in out and "rating the model predicts" in out
     assert "Evaluate this checkpoint's test split" not in out

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from app_support import open_view
 from streamlit.testing.v1 import AppTest
 
 from reviewbert.ui.prediction import UNREADABLE
@@ -64,7 +65,10 @@ def predicted(monkeypatch, root, text=REVIEW) -> AppTest:
     at = app(monkeypatch, root)
     at.text_area(key="review_text").input(text)
     at.button(key="predict_btn").click()
-    return run(at)
+    run(at)
+    open_view(at, "What if?")
+    assert not at.exception, at.exception
+    return at
 
 
 def compare(at, text: str) -> AppTest:
@@ -90,6 +94,12 @@ def test_edit_and_compare_with_history(monkeypatch, ckpt_root):
     assert len(html_of(at, "rb-compare")) == 2                          # both versions' scores
     assert [t.shape[0] for t in tables(at, "words +")] == [1]
     compare(at, "fine")
+    assert [t.shape[0] for t in tables(at, "words +")] == [2]
+    at.text_area(key="wi_editor").input("typed, not yet compared")
+    open_view(at, "What BERT attends to")          # another tab: the editor is not drawn...
+    assert not [t for t in at.text_area if t.key == "wi_editor"]
+    open_view(at, "What if?")                      # ...and its text is still there on return
+    assert at.text_area(key="wi_editor").value == "typed, not yet compared"
     assert [t.shape[0] for t in tables(at, "words +")] == [2]
     at.selectbox(key="wi_method").set_value("occlusion")                # another method
     run(at)

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import CHROMIUM, ROOT, StreamlitServer, make_minilm_checkpoint, offline_context
+from browser_support import (
+    CHROMIUM,
+    ROOT,
+    StreamlitServer,
+    make_minilm_checkpoint,
+    offline_context,
+    open_view,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 pytest.importorskip("playwright.sync_api")
@@ -56,7 +63,7 @@ def test_which_words_mattered_and_faithfulness_offline(page):
     pg.locator("textarea").blur()
     pg.wait_for_timeout(300)
     pg.get_by_role("button", name="Predict").click()
-    pg.get_by_text("Which words mattered?").wait_for(timeout=120_000)
+    open_view(pg, "Which words mattered?")
     pg.wait_for_function("() => document.querySelectorAll('.rb-explain').length === 3",
                          timeout=60_000)
     assert "<img src=x onerror=alert(1)>" in pg.locator(".rb-explain").first.inner_text()
@@ -72,7 +79,7 @@ def test_which_words_mattered_and_faithfulness_offline(page):
     pg.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(p => "
                          "((p.layout.title && p.layout.title.text) || '').includes('Spearman') "
                          "&& p._fullData[0].z.length === 5)", timeout=30_000)
-    pg.get_by_text("Which words mattered?").scroll_into_view_if_needed()
+    pg.get_by_role("heading", name="Which words mattered?").scroll_into_view_if_needed()
     shot(pg, "explain_01_rows.png")
     pg.locator("[data-testid=stButtonGroup]").get_by_text("Heatmap", exact=True).click()
     pg.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].some(p => "

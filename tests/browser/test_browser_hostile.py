@@ -34,6 +34,7 @@ from browser_support import (
     evaluate_data_file,
     make_minilm_checkpoint,
     offline_context,
+    open_view,
     select_first_row,
     shot,
     write_reviews,
@@ -347,6 +348,7 @@ def editor_page(watch):
     box.blur()
     page.wait_for_timeout(300)
     page.get_by_role("button", name="Predict").click()
+    open_view(page, "What if?")
     page.get_by_role("button", name="Edit and compare").click(timeout=120_000)
     page.get_by_role("textbox", name="Edited review").wait_for(timeout=60_000)
     watch.settle()

@@ -17,6 +17,7 @@ from browser_support import (
     caption_with,
     evaluate_data_file,
     offline_context,
+    open_view,
     shot,
     write_meta,
     write_reviews,
@@ -90,8 +91,8 @@ def test_edit_compare_counterfactuals_and_hostile_edits_offline(page):
     pg.locator("textarea").first.blur()
     pg.wait_for_timeout(300)
     pg.get_by_role("button", name="Predict").click()
-    pg.get_by_text("What if?").wait_for(timeout=120_000)
-    pg.get_by_role("button", name="Edit and compare").click()
+    open_view(pg, "What if?")
+    pg.get_by_role("button", name="Edit and compare").click(timeout=120_000)
     pg.get_by_role("textbox", name="Edited review").wait_for(timeout=60_000)
     assert pg.get_by_role("textbox", name="Edited review").input_value() == REVIEW
     compare(pg, REVIEW.replace(UP, "great"))
