@@ -4,6 +4,8 @@
   On CI (CI=true) a missing folder fails the test instead of skipping it.
 - ``tiny_model_dir``: a tiny random BERT (2 layers, 4 heads, hidden 32) saved as a
   ReviewBERT-style HF checkpoint with the real uncased WordPiece tokenizer.
+- ``demo_evaluation``: one fp32 evaluation of the shipped demo's test split, shared by
+  every xdist worker of the run (tests/demo_support.py).
 """
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ if _hyp_settings is not None:
     _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-LONG_SUITES = ("fuzz", "load", "hostile", "faults", "distributed", "umap")   # each with its own make target
+# each with its own make target
+LONG_SUITES = ("fuzz", "load", "hostile", "faults", "distributed", "umap", "heads")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -75,6 +78,19 @@ def _the_shipped_demo_is_left_as_it_was():
     after = _files_under(demo)
     changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
     assert not changed, f"tests changed the shipped demo checkpoint: {changed[:10]}"
+
+
+@pytest.fixture(scope="session")
+def demo_evaluation(request, tmp_path_factory, data_dir) -> tuple[Path, dict]:
+    """(folder, evaluate's JSON): ``folder/demo`` is the demo, symlinked, with its test
+    split's fp32 prediction cache; ``folder/preds.csv`` and ``folder/vecs.npy`` were saved
+    by the same pass. Read-only: copy it with ``demo_support.demo_copy(root, folder/"demo")``."""
+    from demo_support import evaluate_once, shared_root
+    from filelock import FileLock
+    root = shared_root(request, tmp_path_factory) / "demo-evaluation"
+    root.mkdir(exist_ok=True)
+    with FileLock(str(root) + ".lock"):
+        return root, evaluate_once(root)
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from browser_support import (
     shot,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration, pytest.mark.heads]
 playwright = pytest.importorskip("playwright.sync_api")
 
 

@@ -1,9 +1,10 @@
 """The one-file HTML report (offline, escaped), and on the shipped demo checkpoint with its
 real test split: the prediction cache written and reused, cleanlab's ranked list, the report.
 
-The demo test split (2,105 reviews) is evaluated once per module, through the CLI, in a
-copy of the demo folder made of symlinks (so the cache lands in a temporary folder,
-not in the repository).
+The demo test split (2,105 reviews) is evaluated once per test run, in fp32, through the
+CLI (conftest.demo_evaluation, shared with the card's and the split map's tests); this
+module reports from a copy of the demo folder made of symlinks and that prediction cache
+(so every cache lands in a temporary folder, not in the repository).
 """
 from __future__ import annotations
 
@@ -16,24 +17,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from demo_support import DEMO, demo_copy
 
 from reviewbert.analysis.intervals import metric_intervals
 from reviewbert.analysis.label_issues import find_issues
 from reviewbert.analysis.predictions import SplitPredictions, build_frame
-from reviewbert.device import cpu_bf16_units
 from reviewbert.examples import Review
 from reviewbert.labels import FIVE
 from reviewbert.report import ReportInputs, build_report
 
-from toyreviews import ROOT, cli
+from toyreviews import cli
 
 XSS = '<img src=x onerror=alert(1)> great </script><script>alert(2)</script> phone'
-DEMO = ROOT / "checkpoints" / "demo"
-# bf16 where the CPU has bf16 units (AVX512-BF16, AMX): there it is the default and fast.
-# Elsewhere torch emulates it: the 2,105 reviews took ~290 s in bf16 on a 2-core AVX2
-# CPU, against ~20 s in fp32. There the module scores the split in fp32, and the bf16
-# check below scores a sample of its own.
-PRECISION = "bf16" if cpu_bf16_units() else "fp32"
+# fp32: the run's shared evaluation (the card's figures are fp32). bf16 is checked on a
+# sample below (on a CPU without bf16 units torch emulates it: the 2,105 reviews took
+# ~290 s in bf16 on a 2-core AVX2 CPU, against ~20 s in fp32).
+PRECISION = "fp32"
 BF16_SAMPLE = 96
 
 
@@ -102,27 +101,28 @@ def test_report_is_self_contained_and_escapes_reviews():
 
 # ------------------------------------------------------------------ the demo, real data
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory, data_dir):
-    """A symlinked copy of the demo checkpoint, and one ``report`` run over its test split."""
-    if not (DEMO / "model.safetensors").exists():
-        pytest.skip("the demo checkpoint is not in this checkout")
-    d = tmp_path_factory.mktemp("demo") / "demo"
-    d.mkdir()
-    for f in DEMO.iterdir():
-        if f.is_file():
-            (d / f.name).symlink_to(f.resolve())
+def demo(tmp_path_factory, demo_evaluation):
+    """A symlinked copy of the demo checkpoint with the run's fp32 prediction cache of its
+    test split, and one ``report`` run over that split (which reads the cache)."""
+    folder, _ = demo_evaluation
+    d = demo_copy(tmp_path_factory.mktemp("demo"), folder / "demo")
     out = d.parent / "report.html"
     t0 = time.perf_counter()
     res = cli("report", "--checkpoint", d, "--out", out, "--precision", PRECISION,
               "--no-attention", "--drivers-sample", "0", "--json", timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
-    return d, out, json.loads(res.stdout.strip().splitlines()[-1]), time.perf_counter() - t0
+    first = json.loads(res.stdout.strip().splitlines()[-1])
+    first["read_the_cache"] = "[from the cache]" in res.stdout
+    return d, out, first, time.perf_counter() - t0
 
 
 @pytest.mark.integration
 @pytest.mark.slow
-def test_demo_cache_is_written_then_reused(demo):
+def test_demo_cache_is_written_then_reused(demo, demo_evaluation):
     d, _, first, seconds = demo
+    written = demo_evaluation[1]            # `evaluate` wrote the cache, `report` read it
+    assert written["cached"] is False and first["read_the_cache"]
+    assert first["metrics"] == written["metrics"]
     assert first["n"] == 2105
     folder = Path(first["cache"])
     assert folder.parent == d / ".analysis" and (folder / "predictions.parquet").exists()
@@ -140,7 +140,7 @@ def test_demo_cache_is_written_then_reused(demo):
     assert again["metrics"] == first["metrics"]
     assert (folder / "meta.json").stat().st_mtime_ns == mtime
     assert "evaluating" not in res.stderr                  # no progress bar: nothing scored
-    print(f"first run {seconds:.1f} s, cached evaluate {time.perf_counter() - t0:.1f} s")
+    print(f"report {seconds:.1f} s, cached evaluate {time.perf_counter() - t0:.1f} s")
     # the same metrics as training recorded for its best epoch (fp32), within bf16's wobble
     recorded = json.loads((DEMO / "reviewbert.json").read_text())["best"]["test"]
     assert abs(again["metrics"]["accuracy"] - recorded["accuracy"]) < 0.005
@@ -149,23 +149,20 @@ def test_demo_cache_is_written_then_reused(demo):
 @pytest.mark.integration
 @pytest.mark.slow
 def test_demo_bf16_agrees_with_fp32(demo):
-    """bf16 and fp32 pick the same rating for all but at most one review in 256 (the
-    report's own check, on a bf16 CPU), or in a sample of 96 (scored here, elsewhere)."""
-    check = demo[2]["fp32_check"]
-    if PRECISION == "bf16":
-        assert check["n"] == 256
-    else:
-        assert check is None            # an fp32 run has nothing to check against
-        from reviewbert.analysis.predictions import predict_split
-        from reviewbert.checkpoint import load_checkpoint
-        from reviewbert.examples import test_split_examples
-        model, tok, info = load_checkpoint(demo[0])
-        reviews = test_split_examples(info.meta, tokenizer=tok)[::21][:BF16_SAMPLE]
-        preds = predict_split(model, tok, info.path, reviews, info.scheme,
-                              max_length=info.meta["hyperparameters"]["max_length"],
-                              precision="bf16", use_cache=False, fp32_check=BF16_SAMPLE)
-        check = preds.meta["fp32_check"]
-        assert check["n"] == BF16_SAMPLE
+    """bf16 and fp32 pick the same rating for all but at most one review in a sample of
+    96 of the test split (a bf16 pass with its fp32 check, as the Error analysis page runs
+    it on a bf16 CPU)."""
+    assert demo[2]["fp32_check"] is None        # an fp32 run has nothing to check against
+    from reviewbert.analysis.predictions import predict_split
+    from reviewbert.checkpoint import load_checkpoint
+    from reviewbert.examples import test_split_examples
+    model, tok, info = load_checkpoint(demo[0])
+    reviews = test_split_examples(info.meta, tokenizer=tok)[::21][:BF16_SAMPLE]
+    preds = predict_split(model, tok, info.path, reviews, info.scheme,
+                          max_length=info.meta["hyperparameters"]["max_length"],
+                          precision="bf16", use_cache=False, fp32_check=BF16_SAMPLE)
+    check = preds.meta["fp32_check"]
+    assert check["n"] == BF16_SAMPLE
     assert check["agree"] >= check["n"] - 1, check
 
 

@@ -14,51 +14,41 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from demo_support import demo_copy
 
 from reviewbert.analysis import drivers, embeddings, lookup, map_reading, neighbours, projection
 from reviewbert.analysis import slices as slices_mod
 from reviewbert.device import cpu_bf16_units, cpu_description
 
-from toyreviews import ROOT, cli
+from toyreviews import cli
 
-DEMO = ROOT / "checkpoints" / "demo"
-PRECISION = "bf16" if cpu_bf16_units() else "fp32"
+# the run's shared fp32 evaluation (conftest.demo_evaluation); UMAP's 10,000 reviews in
+# bf16 where the CPU has bf16 units (there it is the default and fast)
+PRECISION = "fp32"
+UMAP_PRECISION = "bf16" if cpu_bf16_units() else "fp32"
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
-def demo_copy(root: Path) -> Path:
-    if not (DEMO / "model.safetensors").exists():
-        pytest.skip("the demo checkpoint is not in this checkout")
-    d = root / "demo"
-    d.mkdir()
-    for f in DEMO.iterdir():
-        if f.is_file():
-            (d / f.name).symlink_to(f.resolve())
-    return d
-
-
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory, data_dir):
-    """One ``evaluate`` of the test split, saving predictions and sentence vectors."""
+def demo(tmp_path_factory, demo_evaluation):
+    """The run's one ``evaluate`` of the test split (saving predictions and sentence
+    vectors: ``shared``), and this module's copy of the demo with its prediction cache."""
+    shared, res = demo_evaluation
     root = tmp_path_factory.mktemp("map-demo")
-    d = demo_copy(root)
-    res = cli("evaluate", "--checkpoint", d, "--precision", PRECISION, "--json",
-              "--save-predictions", root / "preds.csv", "--save-embeddings", root / "vecs.npy",
-              timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
+    d = demo_copy(root, shared / "demo")
     from reviewbert.checkpoint import load_checkpoint
     from reviewbert.examples import test_split_examples
     model, tok, info = load_checkpoint(d)
     reviews = test_split_examples(info.meta, tokenizer=tok)
     preds = lookup(d, reviews, info.scheme, 256)
     assert preds is not None
-    return {"dir": d, "root": root, "json": json.loads(res.stdout.strip().splitlines()[-1]),
+    return {"dir": d, "root": root, "shared": shared, "json": res,
             "model": model, "tok": tok, "preds": preds}
 
 
 def test_saved_embeddings_follow_the_predictions_rows(demo):
-    vecs = np.load(demo["root"] / "vecs.npy", allow_pickle=False)
-    table = pd.read_csv(demo["root"] / "preds.csv", keep_default_na=False)
+    vecs = np.load(demo["shared"] / "vecs.npy", allow_pickle=False)
+    table = pd.read_csv(demo["shared"] / "preds.csv", keep_default_na=False)
     assert vecs.dtype == np.float16 and vecs.shape == (2105, 384) and len(table) == 2105
     assert demo["json"]["embeddings"].endswith("vecs.npy")
     # the same rows as the cache (which came free with the evaluation's own pass)
@@ -71,7 +61,7 @@ def test_saved_embeddings_follow_the_predictions_rows(demo):
     for j, i in enumerate(rows):
         a, b = again[j].astype(np.float32), vecs[i].astype(np.float32)
         cos = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))
-        assert cos > 0.995, (i, cos)            # bf16 pass vs fp32 one: same review
+        assert cos > 0.995, (i, cos)            # the saved fp16 vector vs a fresh one
         other = vecs[(i + 1) % 2105].astype(np.float32)
         assert cos > a @ other / (np.linalg.norm(a) * np.linalg.norm(other))
 
@@ -164,7 +154,7 @@ def test_umap_of_ten_thousand_reviews(tmp_path, data_dir):
     reviews = [e for c in chunks for e in c][:10_000]
     assert len(reviews) == 10_000
     preds = predict_split(model, tok, d, reviews, info.scheme, max_length=256,
-                          precision=PRECISION, source=source)
+                          precision=UMAP_PRECISION, source=source)
     vecs = embeddings.vectors_for(preds, model, tok, compute=False)
     t0 = time.perf_counter()
     p = projection.project(vecs, "umap", 2, folder=preds.folder, vectors_name="cls-L6")
