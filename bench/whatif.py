@@ -118,6 +118,9 @@ def perturbation(predictor, pred, repeats: int) -> dict:
 
 
 def brittleness_time(predictor, checkpoint: str, n: int) -> dict | None:
+    """The brittleness run over ``n`` test reviews; None when ``n`` is 0 (not measured)."""
+    if n <= 0:
+        return None
     from reviewbert.checkpoint import checkpoint_info
     from reviewbert.examples import test_split_examples
     try:
@@ -139,7 +142,7 @@ def main(argv=None):
     ap.add_argument("--checkpoint", default=str(ROOT / "checkpoints" / "demo"))
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--brittleness-n", type=int, default=300)
+    ap.add_argument("--brittleness-n", type=int, default=300, help="0: skip the brittleness run")
     ap.add_argument("--quick", action="store_true", help="1 repeat, 20 brittleness reviews")
     args = ap.parse_args(argv)
     if args.quick:
