@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from ..inference import Prediction, Predictor
 
 MISCLASSIFIED_TRIES = 25
-REVIEW_FORM = "review_form"
 
 
 def _cached_mistakes(reviews, predictor: Predictor, path: str | None):
@@ -118,14 +117,10 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
             st.info(note)
 
     state.apply_pending_review()
-    # A form: typing in the box and leaving it does not rerun the page (it used to redraw
-    # the previous prediction, a whole script run, before every click on Predict); the
-    # text reaches the server with the click.
-    with st.form(REVIEW_FORM, border=False, enter_to_submit=False):
-        st.text_area("Review text", key=state.REVIEW_TEXT, height=160,
-                     placeholder="Paste an Amazon review, e.g. “Battery died after a week, "
-                                 "support never answered.”")
-        clicked = st.form_submit_button("Predict", type="primary", key="predict_btn")
+    st.text_area("Review text", key=state.REVIEW_TEXT, height=160,
+                 placeholder="Paste an Amazon review, e.g. “Battery died after a week, "
+                             "support never answered.”")
+    clicked = st.button("Predict", type="primary", key="predict_btn")
     if clicked or st.session_state.pop(state.RUN_PREDICT, False):
         text = st.session_state.get(state.REVIEW_TEXT) or ""
         if not text.strip():

@@ -155,7 +155,7 @@ def test_the_pruned_demo_gives_the_masked_logits_and_loads_in_the_app(demo, resu
     monkeypatch.setenv("REVIEWBERT_CHECKPOINTS", str(tmp_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.run()
-    at.text_area(key="review_text").input(reviews[0].text)     # a form: sent with the click
+    at.text_area(key="review_text").input(reviews[0].text)
     at.button(key="predict_btn").click().run()
     assert not at.exception, at.exception
     assert any("Predicted:" in str(m.value) for m in at.markdown)
