@@ -140,17 +140,12 @@ def demo_server(root: Path, per_rating: int, log_name: str, data_dir=None):
     ``per_rating`` reviews of each rating from its real test split
     (``root/data/demo_test_<5 * per_rating>.jsonl``). Skips without Chromium or the demo."""
     import pytest
+    from demo_support import demo_copy
 
     from reviewbert.examples import test_split_examples
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium missing (make browser)")
-    if not (DEMO / "model.safetensors").exists():
-        pytest.skip("the demo checkpoint is not in this checkout")
-    ck = root / "ckpts" / "demo"
-    ck.mkdir(parents=True)
-    for f in DEMO.iterdir():
-        if f.is_file():
-            (ck / f.name).symlink_to(f.resolve())
+    demo_copy(root / "ckpts")
     test = test_split_examples(json.loads((DEMO / "reviewbert.json").read_text()), data_dir=data_dir)
     sample = [r for s in range(1, 6) for r in [r for r in test if r.stars == s][:per_rating]]
     write_reviews(root / "data" / f"demo_test_{5 * per_rating}.jsonl", ((r.text, r.stars) for r in sample))

@@ -70,8 +70,7 @@ def _files_under(folder: Path) -> dict[str, int]:
 def _the_shipped_demo_is_left_as_it_was():
     """No test writes into checkpoints/demo: a prediction cache left there by one test
     (``evaluate`` without --no-cache) changed what every later Predict page in the suite
-    drew. Tests that need a writable demo use a symlinked copy (browser_support.demo_server,
-    test_split_map_demo.demo_copy)."""
+    drew. Tests that need a writable demo use a symlinked copy (demo_support.demo_copy)."""
     demo = ROOT / "checkpoints" / "demo"
     before = _files_under(demo)
     yield

@@ -3,9 +3,10 @@ written into checkpoints/demo) and one fp32 evaluation of its test split shared 
 
 The demo's test split (2,105 reviews at 256 tokens) costs about a minute to score on two
 cores. The card's check, the report's and the split map's tests all need the same fp32
-scores, so ``shared_evaluation`` runs ``evaluate`` once per test run, for every xdist
-worker (a file lock: the first worker to ask scores it, the others wait and read its
-result), and each module works in its own copy of the folder, prediction cache included.
+scores, so ``evaluate_once`` (conftest's ``demo_evaluation``) runs ``evaluate`` once
+per test run, for every xdist worker (a file lock: the first worker to ask scores it, the
+others wait and read its result), and each module works in its own copy of the folder,
+prediction cache included.
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+
+from reviewbert.fsio import atomic_write_text
 
 from toyreviews import ROOT, cli
 
@@ -54,8 +57,5 @@ def evaluate_once(root: Path) -> dict:
                   "--json", "--save-predictions", root / "preds.csv",
                   "--save-embeddings", root / "vecs.npy", timeout=900)
         assert res.returncode == 0, res.stderr[-3000:]
-        line = res.stdout.strip().splitlines()[-1]
-        tmp = done.with_suffix(".tmp")
-        tmp.write_text(line, encoding="utf-8")
-        tmp.replace(done)
+        atomic_write_text(done, res.stdout.strip().splitlines()[-1])
     return json.loads(done.read_text(encoding="utf-8"))

@@ -95,11 +95,8 @@ def _nearest_for(info, predictor, pred):
     if split is None:
         return None
     preds, vecs = split
-    q = pred.cls_vector       # the split's vectors are embeddings.DEFAULT: last layer, [CLS]
-    if q is None:
-        q = embeddings.query_vector(predictor.model, predictor.tokenizer, text,
-                                    max_length=predictor.max_length)
-    idx, sim = neighbours.nearest(vecs, q, k=neighbours.K)
+    # the split's vectors are embeddings.DEFAULT (last layer, [CLS]): the prediction's own
+    idx, sim = neighbours.nearest(vecs, pred.cls_vector, k=neighbours.K)
     out = (preds, idx, sim)
     st.session_state[state.PREDICT_NEIGHBOURS] = (key, text, out)
     return out

@@ -12,6 +12,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from demo_support import demo_copy
 
 from reviewbert import head_analysis, head_roles, heads, pruning
 from reviewbert.batch_predict import encode_texts
@@ -32,11 +33,7 @@ def demo(tmp_path_factory, data_dir):
     """The demo (symlinked, so its cache is written in a temporary folder), loaded, and 300
     reviews of its test split."""
     from reviewbert.examples import test_split_examples
-    ck = tmp_path_factory.mktemp("heads-demo") / "demo"
-    ck.mkdir()
-    for f in DEMO.iterdir():
-        if f.is_file():
-            (ck / f.name).symlink_to(f.resolve())
+    ck = demo_copy(tmp_path_factory.mktemp("heads-demo"))
     model, tok, info = load_checkpoint(ck, torch.device("cpu"), attn_implementation="eager")
     test = test_split_examples(info.meta, tokenizer=tok, data_dir=data_dir)
     return model, tok, info, head_analysis.sample_reviews(test, N, seed=0)
