@@ -12,6 +12,7 @@ Plotly figures out. No Streamlit, no model.
 from __future__ import annotations
 
 import numpy as np
+import pandas  # noqa: F401 - whole before plotly peeks at it (reviewbert/model_loading.py)
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 from plotly.subplots import make_subplots

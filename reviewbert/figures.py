@@ -6,6 +6,7 @@ would merge repeated category names ("the", "the") into one column otherwise.
 from __future__ import annotations
 
 import numpy as np
+import pandas  # noqa: F401 - whole before plotly peeks at it (reviewbert/model_loading.py)
 import plotly.graph_objects as go
 from plotly.colors import get_colorscale, sample_colorscale
 

@@ -8,6 +8,7 @@ A head removed from a pruned checkpoint is a blank cell.
 from __future__ import annotations
 
 import numpy as np
+import pandas  # noqa: F401 - whole before plotly peeks at it (reviewbert/model_loading.py)
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 

@@ -11,13 +11,21 @@ The order inside the thread: the Predictor (loaded and warmed up), then the test
 each is ready, or has failed, as soon as it is done, so a click on *Predict* does not
 wait for the split.
 
-One thing is imported before the thread starts, in the caller's thread: the modules that
-libraries look up in ``sys.modules`` without importing them (:data:`PEEKED`). Plotly
-checks ``sys.modules.get("pandas")`` for every figure it builds; while this thread was
-half-way through importing pandas, the Inside BERT page's figures met a partially
-initialised pandas (``AttributeError: ... 'pandas' has no attribute 'Series'``).
-Ordinary ``import`` statements in two threads are safe (each module has a lock); a peek
-is not.
+With ``hold``, the thread waits up to :data:`HOLD_S` before it loads, or less if told by
+:meth:`release`. The frame starts the load at the top of the first script run (its
+sidebar shows the load's progress) and releases it, a second later, once the page is
+drawn: importing torch (a second of mostly GIL-held work on one core) then does not
+compete with the first paint, in the server or in the browser, which still loads the
+page's widgets then. Anything that waits for the model releases it at once.
+
+Plotly looks up pandas (and numpy) in ``sys.modules`` without importing them; a pandas
+half-imported by this thread once broke the Inside BERT page's figures
+(``AttributeError: ... 'pandas' has no attribute 'Series'``). Ordinary ``import``
+statements in two threads are safe (each module has a lock), a peek is not. So every
+module that builds or draws a Plotly figure imports pandas itself, before plotly
+(``tests/unit/test_structure.py`` checks it): its ``import pandas`` waits for this
+thread's. numpy (:data:`PEEKED`) is imported before the thread starts; the frame has it
+already, and importing pandas there cost the first paint 0.3-0.5 s.
 """
 from __future__ import annotations
 
@@ -35,11 +43,13 @@ if TYPE_CHECKING:
 
 # Looked up in sys.modules by plotly (``_plotly_utils.optional_imports.get_module(name,
 # should_load=False)``) while a page builds its figures: complete before the thread starts.
-PEEKED = ("numpy", "pandas")
+# (pandas is imported by the modules that build figures: see the module's docstring.)
+PEEKED = ("numpy",)
+HOLD_S = 3.0    # the longest a held load waits before it loads anyway
 
 
 def import_peeked() -> None:
-    """Import :data:`PEEKED` in this thread (0.35 s the first time, nothing after)."""
+    """Import :data:`PEEKED` in this thread (nothing once the frame has run)."""
     for name in PEEKED:
         importlib.import_module(name)
 
@@ -90,14 +100,16 @@ class BackgroundLoad:
     ``heap.freeze_long_lived``); ``after_model`` once it is ready (the app imports the
     modules that draw a prediction then); ``after_split`` after the test split
     (``heap.freeze_new``). ``device`` is the device's description once torch is
-    imported (None before).
+    imported (None before). With ``hold`` the thread waits for :meth:`release` (or
+    :data:`HOLD_S`) before it loads.
     """
 
     def __init__(self, path: str | Path, after_load: Callable[[], object] | None = None,
                  after_model: Callable[[], object] | None = None,
                  after_split: Callable[[], object] | None = None,
                  load: Callable[[str], Predictor] = load_predictor,
-                 split: Callable[[str, object], tuple] = load_test_split):
+                 split: Callable[[str, object], tuple] = load_test_split,
+                 hold: bool = False):
         self.path = str(path)
         self.device: str | None = None
         self.started = time.monotonic()
@@ -110,13 +122,27 @@ class BackgroundLoad:
         self._reviews: tuple | None = None
         self._why = ""
         self._loaded, self._split_done = threading.Event(), threading.Event()
+        self._go = threading.Event()
+        self._go_at = self.started + HOLD_S     # a held load's start, at the latest
+        if not hold:
+            self._go.set()
         import_peeked()
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name=f"reviewbert-load {Path(self.path).name}")
         self._thread.start()
 
     # ------------------------------------------------------------------ the thread
+    def release(self, after: float = 0.0) -> None:
+        """Let a held load (``hold=True``) start now, or ``after`` seconds from now if that
+        is sooner than it would have."""
+        if after <= 0:
+            self._go.set()
+        else:
+            self._go_at = min(self._go_at, time.monotonic() + after)
+
     def _run(self) -> None:
+        while not self._go.is_set() and time.monotonic() < self._go_at:
+            self._go.wait(0.05)
         try:
             self._predictor = self._load_model()
             self.seconds = time.monotonic() - self.started
@@ -173,6 +199,7 @@ class BackgroundLoad:
     def predictor(self, timeout: float | None = None) -> Predictor:
         """The loaded Predictor, waiting for it; the load's CheckpointError if it failed.
         TimeoutError if ``timeout`` seconds pass first."""
+        self.release()
         if not self._loaded.wait(timeout):
             raise TimeoutError(f"{self.path} is still loading after {timeout} s")
         if self._error is not None:
@@ -181,6 +208,7 @@ class BackgroundLoad:
 
     def test_reviews(self, timeout: float | None = None) -> tuple[tuple[Review, ...] | None, str]:
         """(the test split's reviews, "") or (None, why not), waiting for the split."""
+        self.release()
         if not self._split_done.wait(timeout):
             raise TimeoutError(f"{self.path}'s test split is still being rebuilt after {timeout} s")
         return self._reviews, self._why

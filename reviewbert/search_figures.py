@@ -23,6 +23,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas  # noqa: F401 - whole before plotly peeks at it (reviewbert/model_loading.py)
 import plotly.graph_objects as go
 
 from . import search

@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 
 import numpy as np
+import pandas  # noqa: F401 - whole before plotly peeks at it (reviewbert/model_loading.py)
 import plotly.graph_objects as go
 
 from .figures import unchecked_figure

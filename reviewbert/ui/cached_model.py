@@ -42,9 +42,10 @@ def mtime(path: Path) -> float:
 @st.cache_resource(max_entries=3, show_spinner=False)
 def start_loading(path: str, stamp: float) -> BackgroundLoad:
     """The checkpoint's load, shared by every session: started by the first call, returned
-    at once (it runs in its own thread)."""
+    at once (it runs in its own thread). It is held until the script run that started it
+    has drawn its page (:func:`release`), or until something waits for the model."""
     return BackgroundLoad(path, after_load=heap.freeze_long_lived, after_model=import_views,
-                          after_split=heap.freeze_new)
+                          after_split=heap.freeze_new, hold=True)
 
 
 def import_views() -> None:
@@ -68,6 +69,17 @@ def loading(info: CheckpointInfo) -> BackgroundLoad:
         start_loading.clear(path, stamp)
         job = start_loading(path, stamp)
     return job
+
+
+PAINT_S = 1.0   # the browser's time to draw the first page (it loads each widget's code)
+
+
+def release(info: CheckpointInfo | None) -> None:
+    """The frame's last step: the page is sent; the held load starts PAINT_S later, once
+    the browser has drawn it (the load's torch import slowed the first paint by 1-2 s on
+    2 cores). A click that needs the model starts it at once."""
+    if info is not None:
+        loading(info).release(after=PAINT_S)
 
 
 def load_predictor(path: str, stamp: float) -> Predictor:
@@ -118,6 +130,21 @@ def _watch_load(path: str, stamp: float) -> None:
         return
     st.caption(f"Device: {job.device or 'detecting…'} · loading the model "
                f"({job.elapsed():.0f} s)")
+    if job.elapsed() > 2 * PAINT_S:     # the page is drawn: now the charts' code
+        plotly_prefetch("plotly_prefetch_sidebar")
+
+
+def plotly_prefetch(key: str) -> None:
+    """An empty, hidden Plotly chart: the browser fetches and parses Streamlit's Plotly
+    bundle (several MB of JavaScript, ~0.5 s here) while the model loads rather than on
+    the first click that draws a chart. Drawn by the sidebar's status once the first page
+    is drawn (pandas and plotly cost that page 0.5 s), and by the Predict page while
+    nothing is predicted yet (each with its own ``key``: both may draw in one run)."""
+    import pandas  # noqa: F401 - whole before plotly peeks at it (reviewbert/model_loading.py)
+    import plotly.graph_objects as go
+    with st.container(height=1, border=False):
+        st.plotly_chart(go.Figure(layout={"height": 10, "width": 10}), key=key,
+                        config={"staticPlot": True, "displayModeBar": False})
 
 
 def stop_if_failed(info: CheckpointInfo) -> None:

@@ -39,12 +39,13 @@ def run() -> None:
     device = st.sidebar.empty()
     info = checkpoints.pick_checkpoint(checkpoints.checkpoints_root())
     st.session_state.pop(state.RERUN_WHEN_LOADED, None)   # set again by a page that wants it
-    with device.container():        # starts the checkpoint's load (a thread) if none has
+    with device.container():        # the checkpoint's load (a thread, held until the page is drawn)
         cached_model.load_status(info)
     st.session_state[_FRAME_RAN] = True
     try:
         nav.run()
     finally:                    # also after st.stop() or st.rerun()
+        cached_model.release(info)
         heap.freeze_if_imported()
 
 

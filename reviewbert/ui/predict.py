@@ -132,18 +132,16 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
 
 
 def prefetch(info: CheckpointInfo) -> None:
-    """While nothing is predicted yet, what the first click on Predict would wait for:
-    an empty, hidden Plotly chart, so that the browser fetches and parses Streamlit's
-    Plotly bundle (several MB of JavaScript) while the model loads; and once the model is
-    ready, the bertviz component declared (Streamlit finds the declaring module with
+    """While nothing is predicted yet and the model is ready, what the first click on
+    Predict would wait for: Streamlit's Plotly bundle (``cached_model.plotly_prefetch``;
+    the sidebar drew it while the model loaded, if it did load in this session) and the
+    bertviz component declared (Streamlit finds the declaring module with
     ``inspect.getmodule`` over every loaded module: 0.1 s, and only a script run can)."""
-    import plotly.graph_objects as go
-    with st.container(height=1, border=False):
-        st.plotly_chart(go.Figure(layout={"height": 10, "width": 10}), key="plotly_prefetch",
-                        config={"staticPlot": True, "displayModeBar": False})
-    if cached_model.loading(info).ready:
-        from .prediction import component
-        component()
+    if not cached_model.loading(info).ready:
+        return
+    from .prediction import component
+    cached_model.plotly_prefetch("plotly_prefetch")
+    component()
 
 
 SHARED_PREDICTIONS = 8

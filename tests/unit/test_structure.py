@@ -28,13 +28,15 @@ def _modules() -> dict[str, Path]:
     return {_module_name(p): p for p in PKG.rglob("*.py")}
 
 
-def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
-    """The reviewbert modules ``path`` imports, anywhere in it (relative ones resolved;
-    ``from pkg import sub`` counts as an import of the submodule)."""
+def _imports(path: Path, modules: dict[str, Path], nodes=None) -> set[str]:
+    """The reviewbert modules ``path`` imports, anywhere in it, or in ``nodes`` of it
+    (relative ones resolved; ``from pkg import sub`` counts as an import of the submodule)."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     out = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    if nodes is None:
+        nodes = ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    for node in nodes:
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.split(".")[0] == "reviewbert")
         elif isinstance(node, ast.ImportFrom):
@@ -217,3 +219,66 @@ def test_the_explanations_reading_and_agreement_need_neither_scipy_nor_scikit_le
     assert out.returncode == 0, out.stderr[-2000:]
     first, second = out.stdout.strip().splitlines()
     assert first.split()[0] == "[]" and first.split()[-1] == second, out.stdout
+
+
+def _module_level_imports(path: Path, modules: dict[str, Path]) -> tuple[bool, set[str]]:
+    """(whether ``path`` imports pandas in its module body, the reviewbert modules it
+    imports there), relative imports resolved as :func:`_imports` does."""
+    body = [n for n in ast.parse(path.read_text(encoding="utf-8")).body
+            if isinstance(n, (ast.Import, ast.ImportFrom))]
+    pandas = any(isinstance(n, ast.Import) and any(a.name == "pandas" for a in n.names)
+                 for n in body)
+    return pandas, _imports(path, modules, nodes=body)
+
+
+def _plotly_uses(tree: ast.AST):
+    """Nodes that build or draw a Plotly figure: an import of plotly (or of optuna's
+    figures) and a call of ``plotly_chart``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(
+                a.name.split(".")[0] == "plotly" or a.name.startswith("optuna.visualization")
+                for a in node.names):
+            yield node
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "plotly":
+            yield node
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("optuna.visualization"):
+            yield node
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "plotly_chart":
+            yield node
+
+
+def test_every_module_that_builds_plotly_figures_imports_pandas_first():
+    """Plotly peeks at ``sys.modules["pandas"]`` without importing it. The model's loading
+    thread may be importing pandas at that moment (a half-initialised module: the Inside
+    BERT page once failed with "'pandas' has no attribute 'Series'"), so a module that
+    imports plotly or calls ``plotly_chart`` must have pandas whole first: an ``import
+    pandas`` in its module body (or in a reviewbert module it imports there), or one
+    earlier in the same function. A real import waits for another thread's."""
+    modules = _modules()
+    files = dict(modules)
+    files.update({f"pages.{p.stem}": p for p in (ROOT / "pages").glob("*.py")})
+    memo: dict[str, bool] = {}
+
+    def has_pandas(name: str, seen=()) -> bool:
+        if name not in memo:
+            direct, mods = _module_level_imports(files[name], modules)
+            memo[name] = direct or any(has_pandas(m, (*seen, name)) for m in mods
+                                       if m not in seen)
+        return memo[name]
+
+    bad = []
+    for name, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        uses = list(_plotly_uses(tree))
+        if not uses or has_pandas(name):
+            continue
+        funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for use in uses:
+            inner = [f for f in funcs if f.lineno <= use.lineno <= f.end_lineno]
+            ok = any(isinstance(n, ast.Import) and any(a.name == "pandas" for a in n.names)
+                     and n.lineno < use.lineno for f in inner for n in ast.walk(f))
+            if not ok:
+                bad.append(f"{path.relative_to(ROOT)}:{use.lineno}")
+    assert not bad, f"Plotly used without pandas imported first: {bad}"
+    assert memo, "no module builds a Plotly figure: the test reads nothing"
