@@ -51,15 +51,17 @@ def prediction_card(pred: Prediction, true_stars: int | None = None, source: str
             st.caption(f"Review from: {source}")
         st.caption(f"{pred.n_tokens} tokens, {len(pred.words)} words, "
                    f"{pred.num_layers} layers × {pred.num_heads} heads")
+        # Inside the column: the page below keeps its place whether they show or not (a
+        # chart or component that moves is built anew in the browser: 0.3 s more per click).
+        if pred.chars_cut:
+            st.warning("This text is very long: only its first 100,000 characters were read.")
+        if pred.truncated:
+            st.warning(f"Truncated: the review has {pred.n_tokens_original:,} tokens but the "
+                       f"model reads at most {pred.max_length}. The prediction and the attention "
+                       f"use only the first {pred.max_length - 2} wordpieces.")
     with c2:
         st.plotly_chart(figures.probs_bar(list(scheme.names), pred.probs, pred.label_id, true_id),
                         key="probs_chart", config={"displayModeBar": False})
-    if pred.chars_cut:
-        st.warning("This text is very long: only its first 100,000 characters were read.")
-    if pred.truncated:
-        st.warning(f"Truncated: the review has {pred.n_tokens_original:,} tokens but the model "
-                   f"reads at most {pred.max_length}. The prediction and the attention use only "
-                   f"the first {pred.max_length - 2} wordpieces.")
 
 
 def attention_controls(pred: Prediction) -> dict:
@@ -121,19 +123,25 @@ def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
     def window():
         n = len(pred.tokens)
         start = None
-        if n > HV_MAX:
+        # The slider's place exists for every review, so that the views below keep theirs:
+        # a component that moves is a new iframe, whose scripts load again (0.2-0.3 s).
+        # A short review's caption says that the whole of it is drawn.
+        slot = st.container()
+        if n <= HV_MAX:
+            slot.caption(f"Showing the whole review: [CLS], its {n - 2} tokens and [SEP].")
+        else:
             last = last_window_start(n)
             if st.session_state.get(key, 1) > last:     # a shorter review than the last one
                 st.session_state[key] = last
             width = HV_MAX - 2
-            start = st.slider(
+            start = slot.slider(
                 "Head view window: first token drawn", 1, last, key=key,
                 help=f"The head and model views draw one line per token pair per head, so "
                      f"they show {width} tokens at a time (plus [CLS] and [SEP]). Slide to move "
                      "along the review; the heatmaps show every token at once.")
-            st.caption(f"Showing [CLS], tokens {start}–{start + width - 1} of {n - 2} and [SEP]. "
-                       "The weights are the model's own: attention to tokens outside the "
-                       "window is not drawn, and the rows are not renormalised.")
+            slot.caption(f"Showing [CLS], tokens {start}–{start + width - 1} of {n - 2} and [SEP]. "
+                         "The weights are the model's own: attention to tokens outside the "
+                         "window is not drawn, and the rows are not renormalised.")
         # only the open tab is built: the model view is 72 heads' worth of lines
         head_tab, model_tab = st.tabs([f"Head view (layer {c['layer'] + 1})",
                                        "Model view (every layer × every head)"],
