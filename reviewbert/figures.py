@@ -5,6 +5,8 @@ would merge repeated category names ("the", "the") into one column otherwise.
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import pandas  # noqa: F401 - whole before plotly peeks at it (reviewbert/model_loading.py)
 import plotly.graph_objects as go
@@ -153,6 +155,24 @@ def heads_figure(view: ClsView, layer: int, wrap: int | None = None) -> go.Figur
         height=140 + (24 * n_heads + 96) * blocks, margin=dict(l=70, r=40, t=50, b=100)))
 
 
+COLOR_LEVELS = 256
+
+
+@lru_cache(maxsize=1)
+def _color_table() -> tuple[str, ...]:
+    return tuple(sample_colorscale(COLORSCALE, np.linspace(0.0, 1.0, COLOR_LEVELS)))
+
+
+def scale_colors(fractions) -> list[str]:
+    """The colour scale's colour of each fraction in [0, 1] (clipped), as plotly's
+    ``sample_colorscale`` gives it, taken from a table of its 256 levels (8-bit colour
+    anyway): sampling 256 bars one by one cost ~5-9 ms of every Predict run."""
+    table = _color_table()
+    idx = np.rint(np.clip(np.nan_to_num(np.asarray(fractions, float)), 0.0, 1.0)
+                  * (COLOR_LEVELS - 1)).astype(int)
+    return [table[i] for i in idx]
+
+
 def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
     """One head enlarged: a bar per token of [CLS]→token attention."""
     values = view.values[head]
@@ -163,7 +183,7 @@ def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
     # "Invalid color specifier" three times per bar for those (750 console lines at
     # 256 tokens, a quarter of a second of drawing time).
     top = float(values.max()) if n_cols and values.max() > 0 else 1.0
-    colors = sample_colorscale(COLORSCALE, np.clip(np.asarray(values, float) / top, 0, 1))
+    colors = scale_colors(np.asarray(values, float) / top)
     bar = dict(type="bar", x=list(range(n_cols)), y=values, customdata=view.labels,
                marker=dict(color=colors),
                hovertemplate=f"token: %{{customdata}}<br>layer {layer + 1}, head {head + 1}"

@@ -184,3 +184,20 @@ def test_sample_filters_and_misclassified_is_bounded():
     assert len(calls) == 3 and "no misclassified" in note
     r, _ = sample(ex, random.Random(0), misclassified=lambda x: x.stars == 4)
     assert r.stars == 4
+
+
+def test_scale_colors_are_the_colour_scales_own_within_one_of_256_levels():
+    from plotly.colors import sample_colorscale
+    rng = np.random.default_rng(0)
+    fractions = np.concatenate([[0.0, 1.0, 0.5, -0.2, 1.7, np.nan], rng.random(500)])
+    got = F.scale_colors(fractions)
+    want = sample_colorscale(F.COLORSCALE, np.clip(np.nan_to_num(fractions), 0, 1))
+
+    def rgb(c):
+        return np.array([float(x) for x in re.findall(r"[\d.]+", c)])
+    assert len(got) == len(fractions)
+    assert got[0] == want[0] and got[1] == want[1]          # both ends exact
+    # one level of the table is 1/255 of the scale: viridis moves < 2 units per level
+    worst = max(np.abs(rgb(g) - rgb(w)).max() for g, w in zip(got, want))
+    assert worst <= 2.0, worst
+    assert len(set(got[6:])) > 100                          # a scale, not one colour
