@@ -3,9 +3,10 @@ Predict to a fully drawn page, in headless Chromium, as a new user meets it.
 
     .venv/bin/python bench/first_second.py [--runs 3] [--baseline REV]
 
-Each run starts a fresh server (``streamlit run app.py``, the shipped demo checkpoint),
-opens the Predict page in Debian's Chromium (every request off localhost blocked) and
-measures, from the moment the server process is started:
+Each run starts a fresh server (``streamlit run app.py``, the shipped demo checkpoint)
+beside a Chromium that is already running (Debian's; every request off localhost
+blocked), opens the Predict page and measures, from the moment the server process is
+started:
 
 - ``ready_s``: until the "Review text" box can be typed into;
 - ``loaded_s``: until the sidebar says the model is loaded (it loads in the background
@@ -104,53 +105,61 @@ def one_run(tree: Path, ckpts: Path, profile: Path, port: int, early: bool = Fal
 
     from browser_support import offline_context
     env = {**os.environ, "REVIEWBERT_CHECKPOINTS": str(ckpts)}
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"], cwd=tree, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with sync_playwright() as p:
-            ctx, blocked = offline_context(p, profile)
-            page = ctx.new_page()
-            received = []
-            page.on("websocket", lambda ws: ws.on(
-                "framereceived", lambda payload: received.append(len(payload))))
-            _open_when_listening(page, port, proc)
-            page.get_by_text("Review text").wait_for(timeout=120_000)
-            page.locator("textarea").wait_for(state="visible")
-            expect_editable(page)
-            out = {"ready_s": time.perf_counter() - t0}
-            if early:
-                out = {"early_click_s": predict(page, SHORT, settle_ms=0),
-                       "early_click_drawn_s": time.perf_counter() - t0, "blocked": list(blocked)}
-                ctx.close()
-                return out
-            page.wait_for_function(LOADED, timeout=120_000, polling=100)
-            out["loaded_s"] = time.perf_counter() - t0
-            out["first_predict_s"] = predict(page, SHORT)
-            predict(page, SHORT.replace("Battery", "Screen"))
-            mark = {}
-
-            def before():
-                mark.update(cpu=server_cpu_ms(proc.pid), n=len(received), bytes=sum(received))
-            out["predict_256_s"] = predict(page, long_review("honestly", "recommended"),
-                                           before=before)
-            page.wait_for_timeout(500)      # the run's last messages (after the views drew)
-            out["server_cpu_ms_256"] = server_cpu_ms(proc.pid) - mark["cpu"]
-            out["ws_bytes_256"] = sum(received) - mark["bytes"]
-            out["ws_frames_256"] = len(received) - mark["n"]
-            out["predict_256_repeat_s"] = predict(page, long_review("overall", "returned"))
-            out["blocked"] = list(blocked)
-            ctx.close()
-        return out
-    finally:
-        proc.terminate()
+    with sync_playwright() as p:
+        # The browser is running before the server starts, as a user's is: its own launch
+        # (1.1-1.4 s here) is not the app's start-up. Before 2026-11-27 it was started
+        # after the server, and that part of its launch which outlasted the server's
+        # (0.3-0.5 s) was counted in ready_s.
+        ctx, blocked = offline_context(p, profile)
+        page = ctx.new_page()
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+             "--server.headless", "true", "--browser.gatherUsageStats", "false",
+             "--server.fileWatcherType", "none"], cwd=tree, env=env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            return _measure(page, blocked, proc, port, t0, early)
+        finally:
+            ctx.close()
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def _measure(page, blocked, proc, port: int, t0: float, early: bool) -> dict:
+    """The figures of one start, ``t0`` being the server's start."""
+    received = []
+    page.on("websocket", lambda ws: ws.on(
+        "framereceived", lambda payload: received.append(len(payload))))
+    _open_when_listening(page, port, proc)
+    page.get_by_text("Review text").wait_for(timeout=120_000)
+    page.locator("textarea").wait_for(state="visible")
+    expect_editable(page)
+    out = {"ready_s": time.perf_counter() - t0}
+    if early:
+        out = {"early_click_s": predict(page, SHORT, settle_ms=0),
+               "early_click_drawn_s": time.perf_counter() - t0, "blocked": list(blocked)}
+        return out
+    page.wait_for_function(LOADED, timeout=120_000, polling=100)
+    out["loaded_s"] = time.perf_counter() - t0
+    out["first_predict_s"] = predict(page, SHORT)
+    predict(page, SHORT.replace("Battery", "Screen"))
+    mark = {}
+
+    def before():
+        mark.update(cpu=server_cpu_ms(proc.pid), n=len(received), bytes=sum(received))
+    out["predict_256_s"] = predict(page, long_review("honestly", "recommended"),
+                                   before=before)
+    page.wait_for_timeout(500)      # the run's last messages (after the views drew)
+    out["server_cpu_ms_256"] = server_cpu_ms(proc.pid) - mark["cpu"]
+    out["ws_bytes_256"] = sum(received) - mark["bytes"]
+    out["ws_frames_256"] = len(received) - mark["n"]
+    out["predict_256_repeat_s"] = predict(page, long_review("overall", "returned"))
+    out["blocked"] = list(blocked)
+    return out
 
 
 def _open_when_listening(page, port: int, proc) -> None:
@@ -170,6 +179,34 @@ def _open_when_listening(page, port: int, proc) -> None:
 def expect_editable(page) -> None:
     page.wait_for_function("() => { const t = document.querySelector('textarea'); "
                            "return t && !t.disabled && !t.readOnly; }", timeout=120_000)
+
+
+MODEL_CPU = """
+import statistics, sys, time
+sys.path.insert(0, ".")
+import torch
+from reviewbert.inference import Predictor
+torch.set_num_threads(1)
+p = Predictor.from_checkpoint("checkpoints/demo")
+p.warm_up()
+text = sys.stdin.read()
+times = []
+for _ in range(9):
+    t = time.thread_time()
+    p.predict(text)
+    times.append(time.thread_time() - t)
+print(1000 * statistics.median(times))
+"""
+
+
+def model_cpu_ms(tree: Path) -> float:
+    """CPU milliseconds of the 256-token review's prediction alone (tokenizer, forward
+    pass, softmax), one torch thread, in ``tree``'s own code: the part of a Predict run
+    that is the model's, not the page's. The median of 9, after a warm-up."""
+    out = subprocess.run([sys.executable, "-c", MODEL_CPU], cwd=tree, check=True, text=True,
+                         input=long_review("honestly", "recommended"), capture_output=True,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    return round(float(out.stdout.strip().splitlines()[-1]), 1)
 
 
 def median_of(rows: list[dict]) -> dict:
@@ -211,16 +248,29 @@ def main(argv=None) -> int:
                         r.update(e)
                         log(f"early click {i + 1}: {r['early_click_s']:.2f} s")
                     rows[name].append(r)
+            # the model's share of a run, measured alone in each tree's own code
+            models = {name: model_cpu_ms(tree) for name, tree in trees.items()}
+            for name in models:
+                log(f"{name}: the model alone {models[name]} ms CPU per 256-token prediction")
         finally:
             if args.baseline:
                 subprocess.run(["git", "worktree", "remove", "--force", str(trees["baseline"])],
                                cwd=ROOT, capture_output=True)
     out = {"machine": cpu_description(), "runs": args.runs, "current": median_of(rows["current"]),
            "blocked": sorted({u for r in rows["current"] for u in r["blocked"]})}
+    out["current"]["model_cpu_ms_256"] = models["current"]
+    out["current"]["page_cpu_ms_256"] = round(out["current"]["server_cpu_ms_256"] - models["current"], 1)
     if args.baseline:
-        out["baseline"] = {"rev": args.baseline, **median_of(rows["baseline"])}
+        out["baseline"] = {"rev": args.baseline, **median_of(rows["baseline"]),
+                           "model_cpu_ms_256": models["baseline"]}
+        out["baseline"]["page_cpu_ms_256"] = round(
+            out["baseline"]["server_cpu_ms_256"] - models["baseline"], 1)
         out["server_cpu_ratio_vs_baseline"] = round(
             out["baseline"]["server_cpu_ms_256"] / out["current"]["server_cpu_ms_256"], 2)
+        # not a target: the same ratio without the model's own forward pass (which the
+        # issue's 3x, set where it took 25 ms, did not ask to change)
+        out["page_cpu_ratio_vs_baseline"] = round(
+            out["baseline"]["page_cpu_ms_256"] / max(out["current"]["page_cpu_ms_256"], 1.0), 2)
     cur = out["current"]
     out["targets"] = TARGETS
     out["checks"] = {k: cur[k] <= t for k, t in TARGETS.items() if k in cur}
