@@ -41,6 +41,16 @@ def open_page(monkeypatch, root, checkpoint: str = "a") -> AppTest:
     return at
 
 
+def ensure_evaluated(monkeypatch, root) -> None:
+    """The checkpoint's test split evaluated and cached, by a first visit's button if
+    no test before has done it (so that a test run alone, or in another order, holds)."""
+    at = open_page(monkeypatch, root)
+    if [b for b in at.button if b.key == "err_evaluate"]:
+        at.button(key="err_evaluate").click().run()
+        assert not at.exception, at.exception
+    assert list((root / "a" / ".analysis").glob("*/predictions.parquet"))
+
+
 def texts(at) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
     parts += [e.value for kind in (at.info, at.warning, at.error, at.success) for e in kind]
@@ -114,7 +124,8 @@ def test_evaluate_once_then_every_section(monkeypatch, ckpt_root):
 
 
 def test_second_visit_reads_the_cache(monkeypatch, ckpt_root):
-    """Runs after the test above: no button, the page opens on the saved predictions."""
+    """A visit after the evaluation: no button, the page opens on the saved predictions."""
+    ensure_evaluated(monkeypatch, ckpt_root)
     at = open_page(monkeypatch, ckpt_root)
     assert "have not been evaluated" not in texts(at) and "cached in" in texts(at)
     assert not [b for b in at.button if b.key == "err_evaluate"]
@@ -122,7 +133,8 @@ def test_second_visit_reads_the_cache(monkeypatch, ckpt_root):
 
 def test_predict_page_samples_among_cached_mistakes(monkeypatch, ckpt_root):
     import pandas as pd
-    at = open_page(monkeypatch, ckpt_root)           # evaluated by the first test
+    ensure_evaluated(monkeypatch, ckpt_root)
+    at = open_page(monkeypatch, ckpt_root)
     frame = pd.read_parquet(next((ckpt_root / "a" / ".analysis").glob("*/predictions.parquet")))
     wrong = set(frame.loc[frame["label"] != frame["pred"], "text"])
     at.switch_page("pages/predict.py").run()
