@@ -74,12 +74,13 @@ def loading(info: CheckpointInfo) -> BackgroundLoad:
 PAINT_S = 1.0   # the browser's time to draw the first page (it loads each widget's code)
 
 
-def release(info: CheckpointInfo | None) -> None:
-    """The frame's last step: the page is sent; the held load starts PAINT_S later, once
-    the browser has drawn it (the load's torch import slowed the first paint by 1-2 s on
-    2 cores). A click that needs the model starts it at once."""
-    if info is not None:
-        loading(info).release(after=PAINT_S)
+def release(job: BackgroundLoad | None) -> None:
+    """The frame's last step, with the load :func:`load_status` returned: the page is
+    sent; the held load starts PAINT_S later, once the browser has drawn it (the load's
+    torch import slowed the first paint by 1-2 s on 2 cores). A click that needs the
+    model starts it at once."""
+    if job is not None:
+        job.release(after=PAINT_S)
 
 
 def load_predictor(path: str, stamp: float) -> Predictor:
@@ -102,22 +103,23 @@ def load_test_reviews(path: str, stamp: float) -> tuple[tuple[Review, ...] | Non
     return job.test_reviews()
 
 
-def load_status(info: CheckpointInfo | None) -> None:
+def load_status(info: CheckpointInfo | None) -> BackgroundLoad | None:
     """The sidebar's "Device: …" line. While the checkpoint loads it is a fragment that
     redraws itself every half second (device, seconds so far). Once the load is done it
     reruns the whole page if the page drew without the model (:func:`stop_if_failed`),
     so that what waited for it (the sampler's test split, a broken checkpoint's message)
     appears without a click; any other page (the Train page's live view, say) is left
-    alone."""
+    alone. Returns the checkpoint's load (None without a checkpoint), for :func:`release`."""
     if info is None:           # nothing loads: asked directly (torch is imported here)
         from ..device import describe_device, pick_device
         st.caption(f"Device: {describe_device(pick_device())}")
-        return
+        return None
     job = loading(info)
     if job.ready:
         st.caption(f"Device: {job.device}")
     else:
         _watch_load(str(info.path), mtime(info.path))
+    return job
 
 
 @st.fragment(run_every=0.5)

@@ -40,12 +40,12 @@ def run() -> None:
     info = checkpoints.pick_checkpoint(checkpoints.checkpoints_root())
     st.session_state.pop(state.RERUN_WHEN_LOADED, None)   # set again by a page that wants it
     with device.container():        # the checkpoint's load (a thread, held until the page is drawn)
-        cached_model.load_status(info)
+        job = cached_model.load_status(info)
     st.session_state[_FRAME_RAN] = True
     try:
         nav.run()
     finally:                    # also after st.stop() or st.rerun()
-        cached_model.release(info)
+        cached_model.release(job)
         heap.freeze_if_imported()
 
 
