@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import DEFAULT_BASE_MODEL
-from .device import pick_device
+from .device import pick_device, prepare_cuda
 from .errors import CheckpointError, DiskFullError
 from .fsio import _UMASK, atomic_write_json, fault_point, fsync_tree, is_disk_full
 from .labels import LabelScheme, scheme_from_id2label
@@ -61,6 +61,7 @@ def load_tokenizer(name_or_path: str):
 def load_for_training(base_model: str | None, scheme: LabelScheme,
                       attn_implementation: str = "sdpa"):
     """A fresh sequence classifier (one Linear on the pooled [CLS]) on a base encoder."""
+    import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     path = resolve_base_model(base_model)
     if Path(path).is_dir():  # a local folder: say plainly if it has pickle weights only
@@ -71,7 +72,7 @@ def load_for_training(base_model: str | None, scheme: LabelScheme,
         model = AutoModelForSequenceClassification.from_pretrained(
             path, num_labels=scheme.num_labels, id2label=scheme.id2label,
             label2id=scheme.label2id, attn_implementation=attn_implementation,
-            use_safetensors=True)
+            use_safetensors=True, dtype=torch.float32)   # fp32 master weights, whatever was saved
     except OSError as e:
         raise CheckpointError(f"cannot load base model {base_model!r} ({path}): {e}") from e
     return model, tok
@@ -214,7 +215,10 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
     if not ((ckpt / "tokenizer.json").exists() or (ckpt / "vocab.txt").exists()):
         raise CheckpointError(f"{ckpt} has no tokenizer files: save the tokenizer with the model")
     device = device or pick_device()
-    dtype = torch.float32 if device.type == "cpu" else None
+    # fp32 on every device: transformers 5 would otherwise keep the weights' stored dtype
+    # (the demo is saved in fp16), and the Predict page's attention on a GPU must be the
+    # CPU's (bench/gpu_check.py: fp16 weights put it 6e-3 off). bf16 is autocast, per pass.
+    dtype = torch.float32
     # transformers logs a multi-line load report for a mismatch; the message below says it in one
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
@@ -242,6 +246,7 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
                 f"{ckpt}: {len(names)} tensor(s) {problem} ({', '.join(names[:3])}"
                 f"{', ...' if len(names) > 3 else ''}): config.json and the weights do not match")
     model.to(device).eval()
+    prepare_cuda(device)
     return model, tok, info
 
 

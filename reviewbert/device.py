@@ -135,6 +135,23 @@ def describe_mixed_precision(accelerator) -> str:
     return "bf16 autocast (emulated: no AMX-BF16/AVX512-BF16 on this CPU, likely slower than fp32)"
 
 
+# ----------------------------------------------------------------------- CUDA
+def prepare_cuda(device) -> None:
+    """Process-wide settings for ReviewBERT's work on a CUDA ``device`` (nothing elsewhere).
+
+    cuDNN's backend for ``scaled_dot_product_attention``, PyTorch's first choice on Hopper,
+    builds a graph for every new sequence length it meets: 0.2 to 3.2 s each for a
+    bert-base step on an H200 (``bench/gpu_check.py`` and its diagnosis, stop 34), against
+    0.03 s once built. Dynamic padding over length-grouped batches meets a new length at
+    almost every step of a first epoch, so ReviewBERT's bf16 training went at 173 reviews/s
+    with it and 656 without (bert-base, 256 tokens, batch 32; HF Trainer: 509). The flash
+    and memory-efficient kernels, next in PyTorch's order, need no such build.
+    """
+    import torch
+    if torch.device(device).type == "cuda":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 # -------------------------------------------------------------------- threads
 def set_training_threads(accelerator) -> None:
     """On CPU, give each training process its share of the cores, unless OMP_NUM_THREADS

@@ -27,6 +27,7 @@ from ..device import (
     describe_device,
     describe_mixed_precision,
     pick_device,
+    prepare_cuda,
     resolve_mixed_precision,
     set_training_threads,
 )
@@ -79,6 +80,7 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
     main = accelerator.is_main_process
     say = log if main else (lambda *a, **k: None)
     set_training_threads(accelerator)
+    prepare_cuda(accelerator.device)
     scheme = get_scheme(cfg.labels)
     state, tensors, old_meta = read_resume_state(out_dir, resume, accelerator, say)
 

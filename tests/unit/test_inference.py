@@ -159,3 +159,43 @@ def test_fast_path_pads_matmul_rows_to_a_few_shapes(tiny, monkeypatch):
     assert I.ROW_BUCKET >= 8 and len(rows) < len(lengths) / 2, (sorted(rows), sorted(lengths))
     assert all(n == 1 or n % I.ROW_BUCKET == 0 for n in rows), sorted(rows)
     assert len(rows) <= 1 + -(-max(lengths) // I.ROW_BUCKET)
+
+
+def test_weights_saved_in_fp16_load_as_fp32_on_every_device(tiny_model_dir, tmp_path):
+    """transformers 5 keeps a checkpoint's stored dtype unless told: the demo is saved in
+    fp16, and on an H200 its Predict attention came out 6e-3 from the CPU's (gpu_check).
+    Prediction loads fp32 on any device (a device other than the CPU: "meta" here), and
+    training's master weights are fp32 whatever the base model was saved in."""
+    import shutil
+
+    from transformers import AutoModelForSequenceClassification
+
+    from reviewbert.checkpoint import load_checkpoint, load_for_training
+    half = tmp_path / "half"
+    AutoModelForSequenceClassification.from_pretrained(tiny_model_dir).half().save_pretrained(half)
+    for f in tiny_model_dir.iterdir():
+        if f.name.startswith("tokenizer") or f.name in ("vocab.txt", "special_tokens_map.json"):
+            shutil.copy(f, half / f.name)
+    saved = AutoModelForSequenceClassification.from_pretrained(half)
+    assert next(saved.parameters()).dtype == torch.float16   # what transformers does alone
+    for device in ("cpu", "meta"):
+        model, _, _ = load_checkpoint(half, torch.device(device))
+        assert {p.dtype for p in model.parameters()} == {torch.float32}, device
+        assert next(model.parameters()).device.type == device
+    model, _ = load_for_training(str(half), FIVE)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+
+
+def test_prepare_cuda_turns_cudnn_attention_off_on_cuda_only():
+    """cuDNN's attention builds a graph per new sequence length (0.2-3 s each on an H200):
+    ReviewBERT's work on a GPU uses the flash / memory-efficient kernels instead."""
+    from reviewbert.device import prepare_cuda
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        prepare_cuda(torch.device("cpu"))
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        prepare_cuda("cuda:0")
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)
