@@ -17,7 +17,9 @@ Steps, each recorded with its figures and a pass/fail:
    model (12 layers, hidden 768, 12 heads; throughput does not depend on the weights) at
    256 tokens, ReviewBERT's loop (``training.train``) against HF ``Trainer`` with
    ``bf16=True`` on the same reviews in the same run, both with batches of 32: Trainer
-   with every review padded to 256 (the seed's way) and with ``DataCollatorWithPadding``.
+   with every review padded to 256 (the seed's way) and with ``DataCollatorWithPadding``,
+   with PyTorch's default attention backends (as a user runs it), and once more with cuDNN's
+   attention off, as ReviewBERT runs (``device.prepare_cuda``).
 5. ``evaluate``: bulk evaluation throughput (``batch_predict.predict_in_order``) of the
    demo and of the bert-base-sized model, fp32 and bf16, reviews per second.
 6. ``queue``: a queued ``train`` launched as the Train page launches one
@@ -31,6 +33,7 @@ exits 0. The last stdout line is one JSON object with the figures, ``targets``,
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -114,7 +117,8 @@ def predict_step(texts: list[str], device: str = "cuda") -> dict:
         rows.append({"tokens": a.n_tokens, "fast_path": gpu.fast is not None,
                      "max_attention_diff": float(np.abs(a.attentions - b.attentions).max()),
                      "max_prob_diff": float(np.abs(a.probs - b.probs).max()),
-                     "same_class": a.label_id == b.label_id})
+                     "same_class": a.label_id == b.label_id,
+                     "gpu_weights": str(next(gpu.model.parameters()).dtype)})
     t0 = time.perf_counter()
     for _ in range(20):
         gpu.predict(texts[0])
@@ -153,15 +157,34 @@ def train_step(base: Path, texts: list[str], batch: int) -> dict:
     out = {"reviews": len(texts), "batch": batch, "mean_tokens": round(float(np.mean(lengths)), 1)}
     _reviewbert_samples_per_s(base, examples[:batch * 4], batch)   # warm-up: kernels, allocator
     out["reviewbert_samples_per_s"] = _reviewbert_samples_per_s(base, examples, batch)
-    for pad in ("max_length", "dynamic"):
-        _trainer_samples_per_s(base, tok, examples[:batch * 4], batch, pad)
-        out[f"trainer_{pad}_samples_per_s"] = _trainer_samples_per_s(base, tok, examples,
-                                                                     batch, pad)
+    # HF Trainer as a user runs it: PyTorch's default attention backends (cuDNN's first on
+    # Hopper). ReviewBERT turns cuDNN's off (device.prepare_cuda); the last figure is
+    # Trainer with it off too, the same kernels as ours.
+    for pad, cudnn in (("max_length", True), ("dynamic", True), ("dynamic", False)):
+        key = f"trainer_{pad}_samples_per_s" + ("" if cudnn else "_without_cudnn_attention")
+        with cudnn_attention(cudnn):
+            _trainer_samples_per_s(base, tok, examples[:batch * 4], batch, pad)
+            out[key] = _trainer_samples_per_s(base, tok, examples, batch, pad)
     out["ratio_vs_trainer_dynamic"] = round(out["reviewbert_samples_per_s"]
                                             / out["trainer_dynamic_samples_per_s"], 2)
+    out["ratio_vs_trainer_dynamic_without_cudnn_attention"] = round(
+        out["reviewbert_samples_per_s"]
+        / out["trainer_dynamic_samples_per_s_without_cudnn_attention"], 2)
     out["ratio_vs_trainer_max_length"] = round(out["reviewbert_samples_per_s"]
                                                / out["trainer_max_length_samples_per_s"], 2)
     return out
+
+
+@contextlib.contextmanager
+def cudnn_attention(on: bool):
+    """cuDNN's backend of scaled_dot_product_attention on or off inside, as it was after."""
+    import torch
+    was = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(on)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(was)
 
 
 def _reviewbert_samples_per_s(base: Path, examples, batch: int) -> float:
