@@ -133,20 +133,33 @@ def _watch_load(path: str, stamp: float) -> None:
     st.caption(f"Device: {job.device or 'detecting…'} · loading the model "
                f"({job.elapsed():.0f} s)")
     if job.elapsed() > 2 * PAINT_S:     # the page is drawn: now the charts' code
-        plotly_prefetch("plotly_prefetch_sidebar")
+        prefetch_code("prefetch_sidebar")
 
 
-def plotly_prefetch(key: str) -> None:
-    """An empty, hidden Plotly chart: the browser fetches and parses Streamlit's Plotly
-    bundle (several MB of JavaScript, ~0.5 s here) while the model loads rather than on
-    the first click that draws a chart. Drawn by the sidebar's status once the first page
-    is drawn (pandas and plotly cost that page 0.5 s), and by the Predict page while
-    nothing is predicted yet (each with its own ``key``: both may draw in one run)."""
-    import pandas  # noqa: F401 - whole before plotly peeks at it (reviewbert/model_loading.py)
-    import plotly.graph_objects as go
-    with st.container(height=1, border=False):
-        st.plotly_chart(go.Figure(layout={"height": 10, "width": 10}), key=key,
-                        config={"staticPlot": True, "displayModeBar": False})
+PREFETCH_CSS = '[class*="st-key-rb_prefetch_"]{visibility:hidden}'
+"""Hides :func:`prefetch_code`'s elements (their 1-pixel box showed the slider's top
+pixels); set by the app's frame. Hidden, they still mount, and their code is fetched."""
+
+
+def prefetch_code(key: str, plotly: bool = True) -> None:
+    """Hidden elements whose JavaScript Streamlit's page fetches only when one is first
+    drawn, drawn while nothing waits for them rather than on the click that needs them:
+    - an empty Plotly chart: Streamlit's Plotly bundle (several MB, ~0.5 s here), for the
+      first click that draws a chart;
+    - a disabled slider: its code (moment.js, numbro, sprintf: ~0.25 s), for the first
+      review longer than the head view's window, which shows the window slider.
+    Drawn by the sidebar's status once the first page is drawn (pandas and plotly cost
+    that page 0.5 s), by the Predict page while nothing is predicted yet (each with its
+    own ``key``: both may draw in one run), and, the slider alone (``plotly=False``), in
+    the head view's slot while it shows a short review."""
+    with st.container(height=1, border=False, key=f"rb_prefetch_{key}"):
+        if plotly:
+            import pandas  # noqa: F401 - whole before plotly peeks at it (model_loading.py)
+            import plotly.graph_objects as go
+            st.plotly_chart(go.Figure(layout={"height": 10, "width": 10}), key=key,
+                            config={"staticPlot": True, "displayModeBar": False})
+        st.slider("preloaded slider", 0, 1, key=f"{key}_slider", disabled=True,
+                  label_visibility="collapsed")
 
 
 def stop_if_failed(info: CheckpointInfo) -> None:

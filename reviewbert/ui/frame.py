@@ -33,7 +33,8 @@ def run() -> None:
     allocator.fix_mmap_threshold()     # once per process: see reviewbert/allocator.py
     allocator.limit_arenas()
     nav = st.navigation(pages())
-    st.html(f"<style>{highlight.HIGHLIGHT_CSS}</style>")   # style only: takes no space
+    # style only: takes no space
+    st.html(f"<style>{highlight.HIGHLIGHT_CSS}{cached_model.PREFETCH_CSS}</style>")
     state.keep_widget_state()
     st.sidebar.header("Model")
     device = st.sidebar.empty()

@@ -13,7 +13,7 @@ from .. import attention, figures, headview, highlight
 from ..headview import MAX_TOKENS as HV_MAX
 from ..headview import last_window_start
 from ..inference import Prediction
-from . import state
+from . import cached_model, state
 
 # The Predict page's tabs under the prediction card; only the open one is built.
 VIEWS = ("What BERT attends to", "Which words mattered?", "Its nearest reviews", "What if?")
@@ -125,10 +125,13 @@ def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
         start = None
         # The slider's place exists for every review, so that the views below keep theirs:
         # a component that moves is a new iframe, whose scripts load again (0.2-0.3 s).
-        # A short review's caption says that the whole of it is drawn.
+        # A short review's caption says that the whole of it is drawn, and a hidden slider
+        # has the browser fetch the sliders' code now, not on the first long review.
         slot = st.container()
         if n <= HV_MAX:
             slot.caption(f"Showing the whole review: [CLS], its {n - 2} tokens and [SEP].")
+            with slot:
+                cached_model.prefetch_code(f"{key}_code", plotly=False)
         else:
             last = last_window_start(n)
             if st.session_state.get(key, 1) > last:     # a shorter review than the last one

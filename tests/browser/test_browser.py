@@ -175,14 +175,18 @@ def test_main_page_in_a_real_browser(browser_page):
     # a 256-token review right after a short one: time from Predict to a fully drawn page
     predict(page, SHORT.replace("Battery", "Screen"))
     assert "Showing the whole review" in page.inner_text("body")
-    frame_loads = []        # the head view's iframe fetches its scripts when it is built
-    page.on("request", lambda r: frame_loads.append(r.url) if r.url.endswith("/head_view.js")
-            else None)
+    frame_loads, code = [], []  # the head view's iframe fetches its scripts when it is built
+    page.on("request", lambda r: (frame_loads if r.url.endswith("/head_view.js") else code)
+            .append(r.url) if r.url.endswith(".js") else None)
     took = predict(page, long_review("honestly", "recommended"))
     assert "Truncated" in page.inner_text("body")
     # the truncation warning and the window slider appeared without moving the views: the
     # head view's iframe was kept (a moved one is built anew, its scripts fetched again)
     assert frame_loads == [], frame_loads
+    # and the slider's code (moment.js, numbro, ...) was fetched while the page was idle
+    # (cached_model.prefetch_code), not on this click: ~0.25 s of it
+    page.locator("[data-testid=stSlider]").filter(has_text="Head view window").wait_for()
+    assert code == [], code
     cls = [p for p in plots(page) if "[CLS] → token attention" in p["title"]][0]
     assert sum(c for _, c in cls["traces"]) == 254           # 256 minus [CLS]/[SEP]
     assert head_view(page).locator("#vis svg #left text").count() == 48
