@@ -151,7 +151,7 @@ def prefetch_code(key: str, plotly: bool = True) -> None:
     Drawn by the sidebar's status once the first page is drawn (pandas and plotly cost
     that page 0.5 s), by the Predict page while nothing is predicted yet (each with its
     own ``key``: both may draw in one run), and, the slider alone (``plotly=False``), in
-    the head view's slot while it shows a short review."""
+    the head view's slot when it first shows a short review in a session."""
     with st.container(height=1, border=False, key=f"rb_prefetch_{key}"):
         if plotly:
             import pandas  # noqa: F401 - whole before plotly peeks at it (model_loading.py)

@@ -125,13 +125,16 @@ def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
         start = None
         # The slider's place exists for every review, so that the views below keep theirs:
         # a component that moves is a new iframe, whose scripts load again (0.2-0.3 s).
-        # A short review's caption says that the whole of it is drawn, and a hidden slider
-        # has the browser fetch the sliders' code now, not on the first long review.
+        # A short review's caption says that the whole of it is drawn, and the session's
+        # first one draws a hidden slider: the browser fetches the sliders' code now, not
+        # on the first long review's click (once fetched, the page keeps it).
         slot = st.container()
         if n <= HV_MAX:
             slot.caption(f"Showing the whole review: [CLS], its {n - 2} tokens and [SEP].")
-            with slot:
-                cached_model.prefetch_code(f"{key}_code", plotly=False)
+            if not st.session_state.get(state.SLIDER_CODE):
+                st.session_state[state.SLIDER_CODE] = True
+                with slot:
+                    cached_model.prefetch_code(f"{key}_code", plotly=False)
         else:
             last = last_window_start(n)
             if st.session_state.get(key, 1) > last:     # a shorter review than the last one
