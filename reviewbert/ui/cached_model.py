@@ -160,6 +160,7 @@ def prefetch_code(key: str, plotly: bool = True) -> None:
                             config={"staticPlot": True, "displayModeBar": False})
         st.slider("preloaded slider", 0, 1, key=f"{key}_slider", disabled=True,
                   label_visibility="collapsed")
+    st.session_state[state.SLIDER_CODE] = True      # the page keeps the fetched code
 
 
 def stop_if_failed(info: CheckpointInfo) -> None:

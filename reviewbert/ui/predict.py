@@ -135,8 +135,9 @@ def prefetch(info: CheckpointInfo) -> None:
     """While nothing is predicted yet and the model is ready, what the first click on
     Predict would wait for: the code of Streamlit's Plotly charts and sliders
     (``cached_model.prefetch_code``; the sidebar drew them while the model loaded, if it
-    did load in this session) and the bertviz component declared (Streamlit finds the declaring module with
-    ``inspect.getmodule`` over every loaded module: 0.1 s, and only a script run can)."""
+    did load in this session) and the bertviz component declared (Streamlit finds the
+    declaring module with ``inspect.getmodule`` over every loaded module: 0.1 s, and only
+    a script run can)."""
     if not cached_model.loading(info).ready:
         return
     from .prediction import component

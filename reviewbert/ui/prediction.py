@@ -125,14 +125,13 @@ def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
         start = None
         # The slider's place exists for every review, so that the views below keep theirs:
         # a component that moves is a new iframe, whose scripts load again (0.2-0.3 s).
-        # A short review's caption says that the whole of it is drawn, and the session's
-        # first one draws a hidden slider: the browser fetches the sliders' code now, not
-        # on the first long review's click (once fetched, the page keeps it).
+        # A short review's caption says that the whole of it is drawn, and a hidden slider
+        # if none was drawn in this session yet: the browser fetches the sliders' code
+        # now, not on the first long review's click.
         slot = st.container()
         if n <= HV_MAX:
             slot.caption(f"Showing the whole review: [CLS], its {n - 2} tokens and [SEP].")
             if not st.session_state.get(state.SLIDER_CODE):
-                st.session_state[state.SLIDER_CODE] = True
                 with slot:
                     cached_model.prefetch_code(f"{key}_code", plotly=False)
         else:

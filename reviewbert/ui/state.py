@@ -41,7 +41,7 @@ SAMPLE_NOTE = "sample_note"                # str: why no review could be sampled
 PENDING_REVIEW = "pending_review"          # {"text", "stars", "source"} sent by another page
 PNG = "png"                                # (figure key, PNG bytes) of the rendered heatmap
 PREDICT_VIEW = "predict_view"              # tabs: the open view under the prediction card
-SLIDER_CODE = "slider_code"                # bool: a hidden slider was drawn (its code fetched)
+SLIDER_CODE = "slider_code"                # bool: cached_model.prefetch_code drew its slider
 
 # --- the Train page -------------------------------------------------------------------
 CONFIG_FIELD = "cfg_"                      # prefix: one widget per TrainConfig field
