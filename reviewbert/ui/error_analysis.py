@@ -357,8 +357,8 @@ def rating_attention(preds, predictor) -> None:
         pred = predictor.predict(str(preds.frame["text"].iloc[row]))
         view = attention.cls_view(pred, level="word", include_special=False)
         title = f"{preds.names[c]}: predicted {pred.label} ({pred.probs[pred.label_id]:.0%})"
-        st.plotly_chart(figures.cls_heatmap(view, title=title, wrap=prediction.HEATMAP_WRAP),
-                        key=f"err_example_{c}")
+        prediction.token_chart(figures.cls_heatmap(view, title=title, wrap=prediction.HEATMAP_WRAP),
+                               f"err_example_{c}")
 
 
 def _word_attention_if_ready(preds, predictor):

@@ -17,6 +17,7 @@ import streamlit as st
 
 from .. import explain, explain_figures
 from ..highlight import highlight_html
+from .prediction import show_highlight
 
 ROW_CLASS = "rb-explain"   # the highlighted rows (not "rb-highlight": that is the page's view)
 IG_STEPS_HELP = (f"IG doubles this (up to {explain.IG_MAX_STEPS} steps) while its convergence delta is "
@@ -160,9 +161,8 @@ def _draw(pred, results, notes, key_prefix: str):
                 extra += f" · convergence delta {r.relative_delta:.1%}"
             st.markdown(f"**{r.label}** <span style='color:#777;font-size:0.85rem'>"
                         f"({explain.md_escape(r.detail)}{extra})</span>", unsafe_allow_html=True)
-            st.markdown(highlight_html(read, pred.word_spans, r.scores, signed=r.signed,
-                                       css_class=ROW_CLASS) + ("…" if read != pred.text else ""),
-                        unsafe_allow_html=True)
+            show_highlight(highlight_html(read, pred.word_spans, r.scores, signed=r.signed,
+                                          css_class=ROW_CLASS) + ("…" if read != pred.text else ""))
     else:
         st.plotly_chart(explain_figures.methods_heatmap(results, pred.words), key=f"{key_prefix}_heatmap")
     if len(results) > 1:

@@ -82,24 +82,38 @@ def attention_controls(pred: Prediction) -> dict:
     return dict(layer=layer, head=head, level=level, include_special=include)
 
 
+def token_chart(fig, key: str) -> None:
+    """A chart with a label per token, drawn without Streamlit's chart theme: the theme
+    makes plotly.js measure every tick label (figures.OWN_TEMPLATE says why). The figure
+    carries the theme's look itself."""
+    st.plotly_chart(fig, key=key, theme=None)
+
+
+def show_highlight(html_block: str) -> None:
+    """A highlighted review (highlight.highlight_html: escaped, a ``<div>`` of ``<span>``s)
+    as HTML, not through Markdown: Streamlit's Markdown parser re-reads every span (~35 ms
+    of the browser's work for a 256-token review), and there is no Markdown in it."""
+    st.html(html_block)
+
+
 def cls_layers_view(pred: Prediction, c: dict):
     st.subheader("[CLS] → token attention, last layers")
     st.caption("The classifier reads only the [CLS] position, so this is where the model "
                "looks when it decides (the seed report's figure). Rows: layers; brighter = more.")
     view = attention.cls_view(pred, head=c["head"], level=c["level"], include_special=c["include_special"])
     fig = figures.cls_heatmap(view, wrap=HEATMAP_WRAP)
-    st.plotly_chart(fig, key="cls_heatmap")
+    token_chart(fig, "cls_heatmap")
     downloads(pred, fig)
 
 
 def heads_view(pred: Prediction, c: dict):
     st.subheader(f"Every head of layer {c['layer'] + 1}")
     view = attention.heads_view(pred, c["layer"], level=c["level"], include_special=c["include_special"])
-    st.plotly_chart(figures.heads_figure(view, c["layer"]), key="heads_fig")
+    token_chart(figures.heads_figure(view, c["layer"]), "heads_fig")
     head = 0 if c["head"] is None else c["head"]
     if c["head"] is None:
         st.caption("Enlarged below: head 1 (pick a head above to enlarge another).")
-    st.plotly_chart(figures.head_bars(view, c["layer"], head), key="head_bars")
+    token_chart(figures.head_bars(view, c["layer"], head), "head_bars")
 
 
 def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
@@ -196,7 +210,7 @@ def highlight_view(pred: Prediction, c: dict):
     st.caption(f"[CLS] → word attention in layer {c['layer'] + 1}, {head} "
                "(special tokens excluded, renormalised). Hover a word for its value.")
     scores = attention.word_scores(pred, c["layer"], c["head"])
-    st.markdown(highlight.highlight_html(pred.text, pred.word_spans, scores), unsafe_allow_html=True)
+    show_highlight(highlight.highlight_html(pred.text, pred.word_spans, scores))
 
 
 # ------------------------------------------------------------------ downloads

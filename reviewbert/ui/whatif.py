@@ -25,7 +25,7 @@ from ..highlight import highlight_html
 from ..inference import MAX_CHARS
 from ..markdown import md_escape
 from . import cached_model
-from .prediction import UNREADABLE
+from .prediction import UNREADABLE, show_highlight
 
 COMPARE_CLASS = "rb-compare"     # the two highlighted versions (not rb-highlight / rb-explain)
 SECONDS_PER_TOKEN = [0.0]         # the last counterfactual run's pace, for the button's estimate
@@ -163,8 +163,8 @@ def _show_comparison(predictor, cmp: whatif.Comparison, key_prefix: str) -> None
                 f"<span style='color:#777;font-size:0.85rem'>({md_escape(a.detail)})</span>",
                 unsafe_allow_html=True)
     for p, r in ((before, b), (after, a)):
-        st.markdown(highlight_html(p.text, p.word_spans, r.scores, signed=r.signed,
-                                   css_class=COMPARE_CLASS), unsafe_allow_html=True)
+        show_highlight(highlight_html(p.text, p.word_spans, r.scores, signed=r.signed,
+                                      css_class=COMPARE_CLASS))
     st.plotly_chart(whatif_figures.word_change_bars(cmp.word_rows(), a.label),
                     key=f"{key_prefix}_words", config={"displayModeBar": False})
 

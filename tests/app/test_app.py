@@ -58,10 +58,15 @@ def test_paste_and_predict(monkeypatch, ckpt_root):
     assert [t.label for t in at.tabs if t.label in prediction.VIEWS] == list(prediction.VIEWS)
     # only the open tab (the attention views) is built: no other view's widgets
     assert not [b for b in at.button if b.key in ("ww_run", "wi_edit")]
-    assert any("rb-highlight" in str(m.value) for m in at.markdown)
+    assert any("rb-highlight" in str(m.value) for m in at.html)
+    # the token charts without Streamlit's theme (figures.OWN_TEMPLATE), the others with it
+    themes = {c.proto.id.rsplit("-", 1)[-1]: c.proto.theme for c in at.get("plotly_chart")}
+    assert {k: themes[k] for k in ("cls_heatmap", "heads_fig", "head_bars")} == dict.fromkeys(
+        ("cls_heatmap", "heads_fig", "head_bars"), ""), themes
+    assert themes["probs_chart"] == "streamlit", themes
     open_view(at, "What if?")                          # another tab: built, the views are not
     assert not at.exception and [b for b in at.button if b.key == "wi_edit"]
-    assert not any("rb-highlight" in str(m.value) for m in at.markdown)
+    assert not any("rb-highlight" in str(m.value) for m in at.html)
     open_view(at, prediction.VIEWS[0])
     # widget changes redraw from the stored Prediction
     at.selectbox(key="att_layer").set_value(0).run()

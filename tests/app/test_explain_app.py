@@ -28,7 +28,7 @@ def app(monkeypatch, root) -> AppTest:
 
 
 def rows(at) -> list[str]:
-    return [m.value for m in at.markdown if 'class="rb-explain"' in str(m.value)]
+    return [m.value for m in at.html if 'class="rb-explain"' in str(m.value)]
 
 
 def test_which_words_mattered_attention_at_once_gradients_on_request(monkeypatch, ckpt_root):

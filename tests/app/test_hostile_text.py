@@ -52,7 +52,7 @@ def test_highlight_html_has_no_line_ending_for_markdown(ending):
 
 # ------------------------------------------------------------------ pages (AppTest)
 def highlighted(at) -> str:
-    return next(m.value for m in at.markdown if "rb-highlight" in str(m.value))
+    return next(m.value for m in at.html if "rb-highlight" in str(m.value))
 
 
 def test_every_hostile_text_on_the_predict_page(monkeypatch, ckpt_root):
@@ -124,5 +124,5 @@ def test_every_hostile_text_in_the_what_if_editor(monkeypatch, ckpt_root):
         kept = re.sub(r'<span class="rb-removed"[^>]*>.*?</span>', "", diff)
         shown = html.unescape(re.sub(r"<[^>]*>", "", kept.replace("<br>", "\n")))
         assert shown == re.sub(r"\r\n?", "\n", h.text), h.name
-        for row in (m.value for m in at.markdown if 'class="rb-compare"' in str(m.value)):
+        for row in (m.value for m in at.html if 'class="rb-compare"' in str(m.value)):
             assert set(re.findall(r"</?([a-z]+)", row)) <= {"div", "span", "br"}, h.name

@@ -58,7 +58,8 @@ def tables(at, column: str) -> list:
 
 
 def html_of(at, css: str) -> list[str]:
-    return [m.value for m in at.markdown if f'class="{css}' in str(m.value)]
+    """The bodies of the page's HTML blocks (Markdown or st.html) of class ``css``."""
+    return [m.value for m in [*at.markdown, *at.html] if f'class="{css}' in str(m.value)]
 
 
 def predicted(monkeypatch, root, text=REVIEW) -> AppTest:

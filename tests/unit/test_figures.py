@@ -90,6 +90,13 @@ def test_token_axes_skip_per_label_measuring():
             assert a.get("ticklabeloverflow") == "allow" and a.get("automargin") is False, a
     colors = figs[2].data[0].marker.color
     assert len(colors) == T and all(isinstance(c, str) and c.startswith("rgb") for c in colors)
+    # Drawn without Streamlit's theme (its axis titles' standoff makes plotly.js measure
+    # every label): each carries the theme's look in its own template, and no standoff.
+    for fig in figs:
+        look = fig.layout.template.layout
+        assert look.font.family == F.FONT and look.paper_bgcolor == "#ffffff"
+        assert look.title.font.color == F.HEADING and fig.layout.title.text
+        assert "standoff" not in fig.to_json()
 
 
 def _long_pred(T=130, L=6, H=3, seed=1):
