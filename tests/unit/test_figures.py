@@ -55,7 +55,7 @@ def test_heads_figure_one_row_per_head():
     hm = [t for t in fig.data if isinstance(t, go.Heatmap)]
     assert len(hm) == 1 and list(hm[0].y) == ["head 1", "head 2", "head 3", "head 4"]
     np.testing.assert_array_equal(np.asarray(hm[0].z), v.values)
-    assert "layer 2, %{y}" in hm[0].hovertemplate and hm[0].ygap == 2
+    assert "layer 2, %{y}" in hm[0].hovertemplate and hm[0].ygap == 2 and not hm[0].xgap
     wrapped = F.heads_figure(v, layer=1, wrap=4)                # 6 columns -> 2 blocks
     blocks = [t for t in wrapped.data if isinstance(t, go.Heatmap)]
     assert [np.asarray(t.z).shape for t in blocks] == [(4, 4), (4, 2)]
