@@ -208,7 +208,8 @@ def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
                hovertemplate=f"token: %{{customdata}}<br>layer {layer + 1}, head {head + 1}"
                              "<br>attention: %{y:.4f}<extra></extra>")
     return unchecked_figure([bar], dict(
-        template=OWN_TEMPLATE, title=dict(text=f"Layer {layer + 1}, head {head + 1}: [CLS] → token"), height=340,
+        template=OWN_TEMPLATE, height=340,
+        title=dict(text=f"Layer {layer + 1}, head {head + 1}: [CLS] → token"),
         margin=dict(l=50, r=20, t=50, b=110),
         xaxis=dict(tickmode="array", tickvals=list(range(n_cols))[::step],
                    ticktext=view.labels[::step], tickangle=-60, **FAST_TICKS),
