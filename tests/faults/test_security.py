@@ -352,7 +352,7 @@ def test_the_predict_page_shows_hostile_text_as_text(monkeypatch, tmp_path, tiny
     at.button(key="predict_btn").click()
     at.run()
     assert not at.exception, at.exception
-    html_parts = [str(m.value) for m in at.markdown if "<" in str(m.value)]
+    html_parts = [str(m.value) for m in [*at.markdown, *at.html] if "<" in str(m.value)]
     assert any("&lt;" in h and "onerror" in h for h in html_parts)  # the highlight view drew it
     for h in html_parts:
         assert not re.search(r"<\s*(script|img|svg|iframe)", h, re.I), h
