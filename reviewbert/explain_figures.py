@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.colors import get_colorscale
 from plotly.subplots import make_subplots
 
-from .figures import FAST_TICKS, _chunks, figure_width, unchecked_figure
+from .figures import FAST_TICKS, OWN_TEMPLATE, _chunks, figure_width, unchecked_figure
 
 # Same colours as highlight.highlight_html: rgb (for) and rgb_neg (against).
 RDBU = get_colorscale("RdBu")      # the agreement matrix's scale (reversed there)
@@ -67,6 +67,7 @@ def methods_heatmap(results, words: list[str], wrap: int | None = 48) -> go.Figu
         fig.update_yaxes(autorange="reversed", showgrid=False, row=b, col=1, **FAST_TICKS)
     per_block = 30 * max(n_rows, 1) + 95
     fig.update_layout(
+        template=OWN_TEMPLATE,          # drawn with theme=None: see figures.OWN_TEMPLATE
         title="Which words mattered: each method's word scores (each row scaled to its largest |score|)",
         coloraxis=dict(colorscale=DIVERGING, cmin=-1, cmax=1,
                        colorbar=dict(title="scaled", thickness=12,

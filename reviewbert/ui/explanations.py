@@ -17,7 +17,7 @@ import streamlit as st
 
 from .. import explain, explain_figures
 from ..highlight import highlight_html
-from .prediction import show_highlight
+from .prediction import show_highlight, token_chart
 
 ROW_CLASS = "rb-explain"   # the highlighted rows (not "rb-highlight": that is the page's view)
 IG_STEPS_HELP = (f"IG doubles this (up to {explain.IG_MAX_STEPS} steps) while its convergence delta is "
@@ -164,7 +164,7 @@ def _draw(pred, results, notes, key_prefix: str):
             show_highlight(highlight_html(read, pred.word_spans, r.scores, signed=r.signed,
                                           css_class=ROW_CLASS) + ("…" if read != pred.text else ""))
     else:
-        st.plotly_chart(explain_figures.methods_heatmap(results, pred.words), key=f"{key_prefix}_heatmap")
+        token_chart(explain_figures.methods_heatmap(results, pred.words), f"{key_prefix}_heatmap")
     if len(results) > 1:
         st.plotly_chart(explain_figures.agreement_heatmap([r.label for r in results], rho),
                         key=f"{key_prefix}_rho", config={"displayModeBar": False})

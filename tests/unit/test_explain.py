@@ -346,6 +346,7 @@ def test_signed_highlight_uses_a_diverging_scale_and_unsigned_keeps_its_look():
 
 def test_methods_heatmap_rows_are_methods_scaled_per_row():
     from reviewbert import explain_figures as XF
+    from reviewbert import figures as F
     words = [f"w{i}" for i in range(60)]
     a = _scores("rollout", np.linspace(0.0, 0.2, 60))
     b = _scores("integrated_gradients", np.linspace(-2.0, 1.0, 60), signed=True)
@@ -357,6 +358,8 @@ def test_methods_heatmap_rows_are_methods_scaled_per_row():
     np.testing.assert_allclose(z[1], b.scores / 2.0, rtol=1e-6)          # signed: / max |score|
     assert list(hm[0].y) == ["Attention rollout", "Integrated Gradients"]
     assert fig.layout.coloraxis.cmin == -1 and fig.layout.coloraxis.cmax == 1
+    # a word per column: drawn with the app's own template, which sets no axis standoff
+    assert fig.layout.template.layout.font.family == F.FONT and "standoff" not in fig.to_json()
     rho = XF.agreement_heatmap(["a", "b"], [[1.0, np.nan], [np.nan, 1.0]])
     assert rho.data[0].text[0][1] == "n/a"
 
