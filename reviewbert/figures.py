@@ -168,8 +168,9 @@ def heads_figure(view: ClsView, layer: int, wrap: int | None = None) -> go.Figur
         del t["xgap"]
     zmax = float(view.values.max()) if view.values.size else 1.0
     return unchecked_figure(traces, dict(
-        axes, template=OWN_TEMPLATE, coloraxis=dict(colorscale=COLORSCALE_STOPS, cmin=0, cmax=zmax,
-                             colorbar=dict(title=dict(text="attention"), thickness=12)),
+        axes, template=OWN_TEMPLATE,
+        coloraxis=dict(colorscale=COLORSCALE_STOPS, cmin=0, cmax=zmax,
+                       colorbar=dict(title=dict(text="attention"), thickness=12)),
         title=dict(text=f"[CLS] → token attention of every head, layer {layer + 1}"),
         height=140 + (24 * n_heads + 96) * blocks, margin=dict(l=70, r=40, t=50, b=100)))
 
