@@ -154,6 +154,8 @@ def _show_comparison(predictor, cmp: whatif.Comparison, key_prefix: str) -> None
                 f"{diff.removed} removed (struck through, red)."
                 + (f" More than {whatif_figures.MAX_MARKED:,} changed words: the edit is shown "
                    "as typed, unmarked." if whatif_figures.too_many_changes(diff.changes) else ""))
+    # Through Markdown, unlike the rows below: the edit is the text as typed, and Markdown
+    # shows a NUL in it as U+FFFD, where st.html drops it (make hostile checks it is shown).
     st.markdown(whatif_figures.diff_html(diff.before, diff.before_spans, diff.after,
                                          diff.after_spans, diff.changes), unsafe_allow_html=True)
     b, a = cmp.before_scores, cmp.after_scores
