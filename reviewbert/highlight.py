@@ -33,6 +33,13 @@ for the prediction, 7 of 10), not its own style: a 256-token review's four highl
 rows were ~140 kB of a prediction's page, they are ~40 kB."""
 
 
+def escape_text(text: str) -> str:
+    """``text`` as HTML text: escaped, and a NUL drawn as U+FFFD. Markdown turned a NUL
+    into U+FFFD (CommonMark's rule); the page's highlighted blocks are ``st.html`` now,
+    whose HTML parser drops it, so a NUL in a review would vanish from what is shown."""
+    return html.escape(text).replace("\x00", "\ufffd")
+
+
 def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=HIGHLIGHT_RGB,
                    signed: bool = False, rgb_neg=HIGHLIGHT_RGB_NEG,
                    css_class: str = "rb-highlight") -> str:
@@ -44,7 +51,7 @@ def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=HIGHLIGH
     the largest |score|, so evidence against the prediction stays visible. Opacity
     comes in :data:`HIGHLIGHT_STEPS` steps (:data:`HIGHLIGHT_CSS`).
 
-    Every piece of the review goes through ``html.escape``: a review is data, and
+    Every piece of the review goes through :func:`escape_text`: a review is data, and
     ``<img src=x onerror=...>`` must show as text, never run.
     """
     scores = np.asarray(scores, dtype=float)
@@ -55,11 +62,11 @@ def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=HIGHLIGH
     out, pos = [], 0
     for (s, e), sc in zip(spans, scores):
         if s > pos:
-            out.append(html.escape(text[pos:s]))
+            out.append(escape_text(text[pos:s]))
         against = signed and sc < 0
         strength = (abs(sc) if signed else max(float(sc), 0.0)) / top
         title = f"{sc:+.3g}" if signed else f"{sc:.3f}"
-        word = html.escape(text[s:e])
+        word = escape_text(text[s:e])
         look = ""
         if strength > 0:
             k = min(HIGHLIGHT_STEPS, max(1, round(HIGHLIGHT_STEPS * strength)))
@@ -70,7 +77,7 @@ def highlight_html(text: str, spans: list[tuple[int, int]], scores, rgb=HIGHLIGH
                 look = f'" style="background:rgba({r},{g},{b},{_alpha(k):.2f})'
         out.append(f'<span class="rb-w{look}" title="{title}">{word}</span>')
         pos = e
-    out.append(html.escape(text[pos:]))
+    out.append(escape_text(text[pos:]))
     # Every line ending Markdown knows (LF, CR, CRLF) becomes <br>: a blank line would end
     # the HTML block, and Markdown would render the rest of the review (a lone CR too).
     body = LINE_ENDS.sub("<br>", "".join(out))

@@ -226,6 +226,8 @@ def test_predict_page(watch, h):
         assert page.locator(".rb-stars").count() == 1
         assert "Predicted:" in page.inner_text("[data-testid=stMain]")
         assert_shown(page, h)
+        # a NUL shows as U+FFFD (highlight.escape_text), not dropped
+        assert rendered_review(page).count("\ufffd") == h.text.count("\x00"), h.name
     else:
         watch.alert_with(EMPTY_MESSAGES["predict"] if not h.text.strip() else UNREADABLE)
         watch.settle()

@@ -135,6 +135,9 @@ def test_highlight_html_escapes_the_review():
     assert "<img" not in html
     assert "&lt;img" in html and "&amp;" in html
     assert html.count('class="rb-w') == 3
+    # a NUL is drawn as U+FFFD (st.html's parser would drop it), in a word and between
+    nul = highlight_html("a\x00b \x00 c", [(0, 3), (6, 7)], [0.5, 0.2])
+    assert "\x00" not in nul and nul.count("\ufffd") == 2
 
 
 def test_head_view_is_offline_and_inlines_the_vendored_libs():
