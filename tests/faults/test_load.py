@@ -109,3 +109,21 @@ def test_sessions_while_training(tmp_path, tiny_model_dir):
     assert out["training"]["state_during"] == "running", report
     assert out["training"]["app_saw_cpu_busy"], report
     assert out["one_model_copy"], report
+
+
+@pytest.mark.load
+@pytest.mark.slow
+def test_saturate_counts_runs_that_drew_their_own_review(tmp_path):
+    """bench/load.py's capacity phase: sessions pressing Predict back to back. Every run it
+    counts drew that session's review; the rate is runs over the window's wall time."""
+    from load import app_server, saturate
+    from transformers import AutoTokenizer
+    ckpt = make_minilm_checkpoint(tmp_path / "minilm")
+    tok = AutoTokenizer.from_pretrained(str(ckpt))
+    with app_server(ckpt, tmp_path / "srv") as srv:
+        out = saturate(srv.url, tok, srv.proc.pid, sessions=3, seconds=4.0)
+    assert out["errors"] == 0, out["error_samples"]
+    assert out["runs"] >= 3                      # every session finished at least one run
+    assert out["seconds"] >= 4.0                 # the window, plus the runs in flight at its end
+    assert out["runs_per_s"] == pytest.approx(out["runs"] / out["seconds"], rel=0.02)
+    assert out["server_cpu_ms_per_run"] > 0
