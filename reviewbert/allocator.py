@@ -15,8 +15,10 @@ run does not quite fit: the server's RSS grew by 15-40 MB from the 10th to the
 Setting the threshold once, by ``mallopt``, also turns off its dynamic rise: big
 blocks then always come from ``mmap`` and go back on ``free``. Measured with
 ``bench/memory.py --only app`` (see the README): the growth drops to a few MB, the
-whole RSS is lower, and a prediction pays for fresh pages of its large blocks
-(only blocks of at least 4 MB: the threshold is chosen so that activations do not).
+whole RSS is lower. A prediction's one large block, its attention array, comes from a
+pool of reused buffers (reviewbert/buffers.py), so it does not pay for fresh pages;
+its activations stay under the threshold, and the trim threshold (:data:`TRIM_FACTOR`)
+keeps the arenas from handing their pages back after every forward pass.
 
 Only the app server calls this. Training keeps glibc's default: its big blocks are
 reused step after step and fresh pages would cost every step.
@@ -38,7 +40,8 @@ import ctypes.util
 import os
 import threading
 
-M_MMAP_THRESHOLD = -3          # <malloc.h>
+M_TRIM_THRESHOLD = -1          # <malloc.h>
+M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
 MMAP_THRESHOLD = 4 << 20
 """Blocks of 4 MB and more are mapped and unmapped (a review's attention array, 19 MB at
@@ -46,6 +49,16 @@ MMAP_THRESHOLD = 4 << 20
 from the arenas. 100 predictions (env MALLOC_MMAP_THRESHOLD_, /tmp runs of the app
 server): growth from the 10th to the 100th +12-15 MB with glibc's default, +7 MB at
 1 MB, +3 MB at 4 MB, +6 MB at 256 KB."""
+
+TRIM_FACTOR = 4
+"""The trim threshold, set with the mmap threshold: 4 x it (16 MB). Fixing the mmap
+threshold also stops glibc from raising the trim threshold with it, which then stays at
+128 KB: every time the freed top of an arena passed 128 KB it went back to the system,
+and the next forward pass faulted its pages in again. A 256-token forward pass took
+~2,000 page faults that way (its [H, T, T] scores, 3 MB a layer) beside the attention
+array's 4,800 (reused since: reviewbert/buffers.py), ~6,600 in all, 8-14 ms of its
+65-80 ms (``getrusage`` minor faults, one thread, 2-core AMD EPYC); with 16 MB, none
+(8 MB: ~2,300). It keeps at most 16 MB free at the top of each arena."""
 
 THRESHOLD_ENV = "REVIEWBERT_MMAP_THRESHOLD"
 """Bytes, to try another threshold; ``glibc`` leaves glibc's dynamic default (A/B runs)."""
@@ -69,8 +82,9 @@ def _libc():
 
 def fix_mmap_threshold(nbytes: int | None = None) -> bool:
     """Set glibc's mmap threshold once per process: ``nbytes``, else the environment's
-    :data:`THRESHOLD_ENV`, else :data:`MMAP_THRESHOLD`. Later calls return the first
-    call's result: True when glibc accepted it."""
+    :data:`THRESHOLD_ENV`, else :data:`MMAP_THRESHOLD`; and its trim threshold to
+    :data:`TRIM_FACTOR` times that. Later calls return the first call's result: True when
+    glibc accepted it."""
     global _applied
     with _lock:
         if _applied is None:
@@ -81,6 +95,8 @@ def fix_mmap_threshold(nbytes: int | None = None) -> bool:
             except ValueError:
                 size = MMAP_THRESHOLD
             _applied = bool(libc is not None and libc.mallopt(M_MMAP_THRESHOLD, size) == 1)
+            if _applied and not os.environ.get("MALLOC_TRIM_THRESHOLD_"):   # glibc read that
+                libc.mallopt(M_TRIM_THRESHOLD, TRIM_FACTOR * size)
         return _applied
 
 

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from .buffers import BufferPool
 from .checkpoint import load_checkpoint
 from .labels import LabelScheme, scheme_from_id2label
 from .pruning import alive_heads, full_attentions
@@ -228,7 +229,10 @@ class FastBertForward:
         self.pool = (bert.pooler.dense.weight, bert.pooler.dense.bias)
         self.cls = (model.classifier.weight, model.classifier.bias)
         self.exact_gelu = cfg.hidden_act == "gelu"
-        self.packed = self.word.device.type == "cpu" and self.word.dtype == torch.float32 and _mkldnn_ok()
+        on_cpu = self.word.device.type == "cpu" and self.word.dtype == torch.float32
+        # the attention arrays' memory, reused once a prediction is dropped (buffers.py)
+        self.buffers = BufferPool(spare=1) if on_cpu else None
+        self.packed = on_cpu and _mkldnn_ok()
         if self.packed:
             # oneDNN with weights reordered once: same fp32 math, ~25% faster GEMMs on CPU,
             # and the exact (erf) GELU fused into the first feed-forward matmul.
@@ -268,6 +272,8 @@ class FastBertForward:
         first dozens of predictions otherwise), and no prediction pays for a new one."""
         for rows in self.row_shapes(max_length):
             self(torch.zeros(rows, dtype=torch.long, device=self.word.device))
+        if self.buffers is not None:    # the first long review's attention finds its pages
+            self.buffers.prefault((len(self.layers), self.H, max_length, max_length))
 
     @torch.inference_mode()
     def __call__(self, ids: torch.Tensor, values: bool = False, cls_state: bool = False):
@@ -279,7 +285,10 @@ class FastBertForward:
         x = self.word[ids] + self.type0 + self.pos[:T]
         x = F.layer_norm(x, (D,), *self.ln0[:2], self.ln0[2])
         L = len(self.layers)
-        att = torch.empty((L, self.H, T, T), dtype=x.dtype, device=x.device)
+        if self.buffers is not None:
+            att = torch.from_numpy(self.buffers.take((L, self.H, T, T)))
+        else:
+            att = torch.empty((L, self.H, T, T), dtype=x.dtype, device=x.device)
         vals = torch.empty((L, T, D), dtype=x.dtype, device=x.device) if values else None
         for li, p in enumerate(self.layers):
             last = li == L - 1
