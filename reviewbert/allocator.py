@@ -16,9 +16,15 @@ Setting the threshold once, by ``mallopt``, also turns off its dynamic rise: big
 blocks then always come from ``mmap`` and go back on ``free``. Measured with
 ``bench/memory.py --only app`` (see the README): the growth drops to a few MB, the
 whole RSS is lower. A prediction's one large block, its attention array, comes from a
-pool of reused buffers (reviewbert/buffers.py), so it does not pay for fresh pages;
-its activations stay under the threshold, and the trim threshold (:data:`TRIM_FACTOR`)
-keeps the arenas from handing their pages back after every forward pass.
+pool of reused buffers (reviewbert/buffers.py), so it does not pay for fresh pages; its
+activations stay under the threshold.
+
+Fixing the threshold also stops glibc from raising the *trim* threshold with it, which
+stays at 128 KB: the freed top of an arena goes back to the system, and a 256-token
+forward pass faults ~2,000 pages in again (~8 MB, 3-4 ms of its ~65 ms; ``getrusage``,
+2-core AMD EPYC). A 16 MB trim threshold removed them, but kept up to 16 MB per arena
+and the server's RSS with 20 sessions went past 1 GB (``bench/load.py``, classroom:
+1,027 MB against 965): left at glibc's default.
 
 Only the app server calls this. Training keeps glibc's default: its big blocks are
 reused step after step and fresh pages would cost every step.
@@ -40,8 +46,7 @@ import ctypes.util
 import os
 import threading
 
-M_TRIM_THRESHOLD = -1          # <malloc.h>
-M_MMAP_THRESHOLD = -3
+M_MMAP_THRESHOLD = -3          # <malloc.h>
 M_ARENA_MAX = -8
 MMAP_THRESHOLD = 4 << 20
 """Blocks of 4 MB and more are mapped and unmapped (a review's attention array, 19 MB at
@@ -49,16 +54,6 @@ MMAP_THRESHOLD = 4 << 20
 from the arenas. 100 predictions (env MALLOC_MMAP_THRESHOLD_, /tmp runs of the app
 server): growth from the 10th to the 100th +12-15 MB with glibc's default, +7 MB at
 1 MB, +3 MB at 4 MB, +6 MB at 256 KB."""
-
-TRIM_FACTOR = 4
-"""The trim threshold, set with the mmap threshold: 4 x it (16 MB). Fixing the mmap
-threshold also stops glibc from raising the trim threshold with it, which then stays at
-128 KB: every time the freed top of an arena passed 128 KB it went back to the system,
-and the next forward pass faulted its pages in again. A 256-token forward pass took
-~2,000 page faults that way (its [H, T, T] scores, 3 MB a layer) beside the attention
-array's 4,800 (reused since: reviewbert/buffers.py), ~6,600 in all, 8-14 ms of its
-65-80 ms (``getrusage`` minor faults, one thread, 2-core AMD EPYC); with 16 MB, none
-(8 MB: ~2,300). It keeps at most 16 MB free at the top of each arena."""
 
 THRESHOLD_ENV = "REVIEWBERT_MMAP_THRESHOLD"
 """Bytes, to try another threshold; ``glibc`` leaves glibc's dynamic default (A/B runs)."""
@@ -82,9 +77,8 @@ def _libc():
 
 def fix_mmap_threshold(nbytes: int | None = None) -> bool:
     """Set glibc's mmap threshold once per process: ``nbytes``, else the environment's
-    :data:`THRESHOLD_ENV`, else :data:`MMAP_THRESHOLD`; and its trim threshold to
-    :data:`TRIM_FACTOR` times that. Later calls return the first call's result: True when
-    glibc accepted it."""
+    :data:`THRESHOLD_ENV`, else :data:`MMAP_THRESHOLD`. Later calls return the first
+    call's result: True when glibc accepted it."""
     global _applied
     with _lock:
         if _applied is None:
@@ -95,8 +89,6 @@ def fix_mmap_threshold(nbytes: int | None = None) -> bool:
             except ValueError:
                 size = MMAP_THRESHOLD
             _applied = bool(libc is not None and libc.mallopt(M_MMAP_THRESHOLD, size) == 1)
-            if _applied and not os.environ.get("MALLOC_TRIM_THRESHOLD_"):   # glibc read that
-                libc.mallopt(M_TRIM_THRESHOLD, TRIM_FACTOR * size)
         return _applied
 
 

@@ -330,7 +330,10 @@ class FastBertForward:
         if p["alive"] is None:
             if vals is not None:
                 vals.copy_(v.transpose(0, 1).reshape(T, h * dh))
-            a = torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1, out=att)
+            # the scores straight into the attention array, softmax in place: no 3 MB
+            # temporary a layer at 256 tokens (the same numbers: the kernel reads a row
+            # before it writes it)
+            a = torch.softmax(torch.bmm(q, k.transpose(1, 2), out=att), dim=-1, out=att)
         else:   # a pruned layer: its heads into their own slots, the removed ones zeros
             a = torch.softmax(torch.bmm(q, k.transpose(1, 2)), dim=-1)
             for h_gone in p["gone"]:
