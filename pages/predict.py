@@ -1,6 +1,7 @@
 """Predict: paste or sample a review, see its predicted stars and what BERT attends to."""
 import streamlit as st
 
+from reviewbert import admission
 from reviewbert.ui import cached_model, frame, predict, state
 
 frame.require()
@@ -13,35 +14,39 @@ st.caption("Predict an Amazon review's star rating with a fine-tuned BERT, then 
 info = cached_model.require_checkpoint()
 cached_model.stop_if_failed(info)   # the model loads in the background: the panel draws now
 key = f"{info.path}:{cached_model.mtime(info.path)}"
-predict.input_panel(info, key)
-result = predict.current(key)
-if result is None:
-    predict.prefetch(info)
-    st.stop()
+# The prediction and its attention views take turns with the other sessions' (first come,
+# first served: reviewbert/admission.py); the other tabs' longer work does not.
+with admission.turn(enabled=cached_model.loading(info).ready):
+    predict.input_panel(info, key)
+    result = predict.current(key)
+    if result is None:
+        predict.prefetch(info)
+        st.stop()
 
-# The views' modules (torch, plotly figures) are imported once there is a
-# prediction to draw, so that the first paint of the panel above waits for none of them.
-from reviewbert.ui import explanations, nearest_reviews, prediction, whatif  # noqa: E402
+    # The views' modules (torch, plotly figures) are imported once there is a
+    # prediction to draw, so that the first paint of the panel above waits for none of them.
+    from reviewbert.ui import explanations, nearest_reviews, prediction, whatif  # noqa: E402
 
-_, predictor = cached_model.require_predictor()
+    _, predictor = cached_model.require_predictor()
 
-pred, true_stars, source = result
-if prediction.unreadable(pred):
-    st.stop()
+    pred, true_stars, source = result
+    if prediction.unreadable(pred):
+        st.stop()
+    with cached_model.review_threads(predictor):
+        st.divider()
+        prediction.prediction_card(pred, true_stars, source)
+        st.divider()
+        controls = prediction.attention_controls(pred)
+        attends, words, nearest, what_if = st.tabs(prediction.VIEWS, key=state.PREDICT_VIEW,
+                                                   on_change="rerun")
+        # Only the open tab runs: a run that built all four cost twice the server time.
+        if attends.open:
+            with attends:
+                prediction.cls_layers_view(pred, controls)
+                prediction.heads_view(pred, controls)
+                prediction.bertviz_view(pred, controls)
+                prediction.highlight_view(pred, controls)
 with cached_model.review_threads(predictor):
-    st.divider()
-    prediction.prediction_card(pred, true_stars, source)
-    st.divider()
-    controls = prediction.attention_controls(pred)
-    attends, words, nearest, what_if = st.tabs(prediction.VIEWS, key=state.PREDICT_VIEW,
-                                               on_change="rerun")
-    # Only the open tab runs: a run that built all four cost twice the server time.
-    if attends.open:
-        with attends:
-            prediction.cls_layers_view(pred, controls)
-            prediction.heads_view(pred, controls)
-            prediction.bertviz_view(pred, controls)
-            prediction.highlight_view(pred, controls)
     if words.open:
         with words:
             explanations.which_words_mattered(predictor, pred, key_prefix=state.WW_PREFIX,
