@@ -1,7 +1,6 @@
 """Predict: paste or sample a review, see its predicted stars and what BERT attends to."""
 import streamlit as st
 
-from reviewbert import admission
 from reviewbert.ui import cached_model, frame, predict, state
 
 frame.require()
@@ -15,8 +14,8 @@ info = cached_model.require_checkpoint()
 cached_model.stop_if_failed(info)   # the model loads in the background: the panel draws now
 key = f"{info.path}:{cached_model.mtime(info.path)}"
 # The prediction and its attention views take turns with the other sessions' (first come,
-# first served: reviewbert/admission.py); the other tabs' longer work does not.
-with admission.turn(enabled=cached_model.loading(info).ready):
+# first served: predict.turn); the other tabs' longer work does not.
+with predict.turn(info):
     predict.input_panel(info, key)
     result = predict.current(key)
     if result is None:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import streamlit as st
 
+from .. import admission
 from ..checkpoint import CheckpointInfo
 from ..errors import CheckpointError
 from ..examples import BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample
@@ -92,6 +93,13 @@ def _do_sample(reviews, predictor: Predictor, path: str | None = None):
     st.session_state[state.REVIEW_TEXT] = review.text
     st.session_state[state.TRUTH] = {"text": review.text, "stars": review.stars, "source": review.source}
     st.session_state[state.RUN_PREDICT] = True
+
+
+def turn(info: CheckpointInfo):
+    """The block a Predict run does in its turn among the sessions' (first come, first
+    served: reviewbert/admission.py); no turn while the model loads, which it would only
+    hold while waiting."""
+    return admission.turn(enabled=cached_model.loading(info).ready)
 
 
 def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
