@@ -43,6 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -244,10 +245,17 @@ def median_of(rows: list[dict]) -> dict:
     return {k: round(statistics.median(r[k] for r in rows), 3) for k in keys}
 
 
-def checkout(rev: str, where: Path) -> Path:
+@contextmanager
+def worktree(rev: str, where: Path):
+    """``rev`` checked out at ``where`` (a detached git worktree; it runs in this
+    virtualenv), removed afterwards. bench/load.py's baseline uses it too."""
     subprocess.run(["git", "worktree", "add", "--detach", str(where), rev], cwd=ROOT, check=True,
                    capture_output=True)
-    return where
+    try:
+        yield where
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=ROOT,
+                       capture_output=True)
 
 
 def main(argv=None) -> int:
@@ -258,34 +266,29 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--baseline", metavar="REV", help="also measure this git revision")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         tmp = Path(tmp)
         ckpts = tmp / "ckpts"
         ckpts.mkdir()
         (ckpts / "demo").symlink_to(ROOT / "checkpoints" / "demo")
         trees = {"current": ROOT}
         if args.baseline:
-            trees["baseline"] = checkout(args.baseline, tmp / "baseline")
+            trees["baseline"] = stack.enter_context(worktree(args.baseline, tmp / "baseline"))
         rows: dict[str, list[dict]] = {k: [] for k in trees}
-        try:
-            for i in range(args.runs):
-                for name, tree in trees.items():     # alternate: drifts hit both alike
-                    r = one_run(tree, ckpts, tmp / f"profile-{name}-{i}", free_port())
-                    log(f"{name} run {i + 1}: {json.dumps({k: v for k, v in r.items() if k != 'blocked'})}")
-                    if name == "current":       # the click while the model loads
-                        e = one_run(tree, ckpts, tmp / f"profile-early-{i}", free_port(), early=True)
-                        r["blocked"] = r["blocked"] + e.pop("blocked")
-                        r.update(e)
-                        log(f"early click {i + 1}: {r['early_click_s']:.2f} s")
-                    rows[name].append(r)
-            # the model's share of a run, measured alone in each tree's own code
-            models = {name: model_cpu_ms(tree) for name, tree in trees.items()}
-            for name in models:
-                log(f"{name}: the model alone {models[name]} ms CPU per 256-token prediction")
-        finally:
-            if args.baseline:
-                subprocess.run(["git", "worktree", "remove", "--force", str(trees["baseline"])],
-                               cwd=ROOT, capture_output=True)
+        for i in range(args.runs):
+            for name, tree in trees.items():     # alternate: drifts hit both alike
+                r = one_run(tree, ckpts, tmp / f"profile-{name}-{i}", free_port())
+                log(f"{name} run {i + 1}: {json.dumps({k: v for k, v in r.items() if k != 'blocked'})}")
+                if name == "current":       # the click while the model loads
+                    e = one_run(tree, ckpts, tmp / f"profile-early-{i}", free_port(), early=True)
+                    r["blocked"] = r["blocked"] + e.pop("blocked")
+                    r.update(e)
+                    log(f"early click {i + 1}: {r['early_click_s']:.2f} s")
+                rows[name].append(r)
+        # the model's share of a run, measured alone in each tree's own code
+        models = {name: model_cpu_ms(tree) for name, tree in trees.items()}
+        for name in models:
+            log(f"{name}: the model alone {models[name]} ms CPU per 256-token prediction")
     out = {"machine": cpu_description(), "runs": args.runs, "current": median_of(rows["current"]),
            "blocked": sorted({u for r in rows["current"] for u in r["blocked"]})}
     out["current"]["model_cpu_ms_256"] = models["current"]

@@ -56,12 +56,11 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +71,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from first_second import worktree  # noqa: E402
 from predict_while_training import default_data, stats, wait_until_training  # noqa: E402
 
 from reviewbert import runs  # noqa: E402
@@ -457,18 +457,12 @@ def main(argv=None):
     cap = {}
     try:
         trees = {"current": ROOT}
-        if args.capacity and args.baseline:
-            trees["baseline"] = tmp / "baseline"
-            subprocess.run(["git", "worktree", "add", "--detach", str(trees["baseline"]),
-                            args.baseline], cwd=ROOT, check=True, capture_output=True)
-        try:
+        with ExitStack() as stack:
+            if args.capacity and args.baseline:
+                trees["baseline"] = stack.enter_context(worktree(args.baseline, tmp / "baseline"))
             for name, tree in trees.items() if args.capacity else ():
                 cap[name] = capacity_of(tree, tmp / f"capacity-{name}", args.sessions,
                                         args.capacity, say=say)
-        finally:
-            if "baseline" in trees:
-                subprocess.run(["git", "worktree", "remove", "--force", str(trees["baseline"])],
-                               cwd=ROOT, capture_output=True)
         summary = run_load(
             args.checkpoint, tmp,
             ["--data", args.data, "--max-per-class", args.max_per_class,
