@@ -24,7 +24,14 @@ started:
 - ``browser_cpu_ms_256``: the same for the browser (every Chromium process of this run: the
   page, its GPU and network processes), from the click until 0.5 s after it drew. On two
   cores the browser's work decides the click's time as much as the server's, and this
-  figure moves far less from run to run than the wall-clock one.
+  figure moves far less from run to run than the wall-clock one;
+- ``server_idle_cpu_ms_per_s``: the server's CPU time a second over the 3 s after those
+  clicks, the session still open and nothing asked of it (its watchers and threads at rest).
+
+The current tree's server starts exactly as ``make run`` starts it, with the tree's own
+``.streamlit/config.toml``. A baseline runs with ``--server.fileWatcherType none``, as
+every run of this bench did before 2026-11-27 (that config then left Streamlit's watcher
+on, and under ``make run`` it burned a core: see the config's comment).
 
 "Drawn" is what tests/browser/test_browser.py waits for: the highlighted review ends with
 the text's last word, three attention charts and the head view hold its first word.
@@ -51,7 +58,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 TARGETS = {"ready_s": 4.0, "first_predict_s": 1.5, "predict_256_s": 1.0,  # seconds
-           "ws_bytes_256": 200_000, "server_cpu_ratio_vs_baseline": 3.0}
+           "ws_bytes_256": 200_000, "server_cpu_ratio_vs_baseline": 3.0,
+           "server_idle_cpu_ms_per_s": 50}
+# a baseline tree runs as every earlier run of this bench (and bench/load.py) did: before
+# 2026-11-27 our config left Streamlit's file watcher on (see .streamlit/config.toml)
+BASELINE_FLAGS = ("--server.fileWatcherType", "none")
 SHORT = "Battery died after two days and support never answered. Poor quality."
 DRAWN = """([first, last]) => {
     const h = document.querySelector('.rb-highlight');
@@ -119,7 +130,8 @@ LOADED = """() => {
 }"""
 
 
-def one_run(tree: Path, ckpts: Path, profile: Path, port: int, early: bool = False) -> dict:
+def one_run(tree: Path, ckpts: Path, profile: Path, port: int, early: bool = False,
+            flags: tuple = ()) -> dict:
     """A fresh server from ``tree``, one browser session: the figures of one start. With
     ``early``, only the click at ready (``early_click_s``, ``early_click_drawn_s``)."""
     from playwright.sync_api import sync_playwright
@@ -136,8 +148,8 @@ def one_run(tree: Path, ckpts: Path, profile: Path, port: int, early: bool = Fal
         t0 = time.perf_counter()
         proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"], cwd=tree, env=env,
+             "--server.headless", "true", "--browser.gatherUsageStats", "false", *flags],
+            cwd=tree, env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             return _measure(page, blocked, proc, port, t0, early)
@@ -189,6 +201,10 @@ def _measure(page, blocked, proc, port: int, t0: float, early: bool) -> dict:
     out["server_cpu_ms_256"] = sum(cpu) / len(cpu)
     out["browser_cpu_ms_256"] = browser[0]          # the first: new words, as a new review has
     out["browser_cpu_ms_256_repeat"] = browser[1]
+    page.wait_for_timeout(1000)
+    at = server_cpu_ms(proc.pid)
+    page.wait_for_timeout(3000)
+    out["server_idle_cpu_ms_per_s"] = (server_cpu_ms(proc.pid) - at) / 3
     out["blocked"] = list(blocked)
     return out
 
@@ -272,12 +288,14 @@ def main(argv=None) -> int:
         ckpts.mkdir()
         (ckpts / "demo").symlink_to(ROOT / "checkpoints" / "demo")
         trees = {"current": ROOT}
+        flags = {"current": (), "baseline": BASELINE_FLAGS}
         if args.baseline:
             trees["baseline"] = stack.enter_context(worktree(args.baseline, tmp / "baseline"))
         rows: dict[str, list[dict]] = {k: [] for k in trees}
         for i in range(args.runs):
             for name, tree in trees.items():     # alternate: drifts hit both alike
-                r = one_run(tree, ckpts, tmp / f"profile-{name}-{i}", free_port())
+                r = one_run(tree, ckpts, tmp / f"profile-{name}-{i}", free_port(),
+                            flags=flags[name])
                 log(f"{name} run {i + 1}: {json.dumps({k: v for k, v in r.items() if k != 'blocked'})}")
                 if name == "current":       # the click while the model loads
                     e = one_run(tree, ckpts, tmp / f"profile-early-{i}", free_port(), early=True)

@@ -71,7 +71,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from first_second import worktree  # noqa: E402
+from first_second import BASELINE_FLAGS, worktree  # noqa: E402
 from predict_while_training import default_data, stats, wait_until_training  # noqa: E402
 
 from reviewbert import runs  # noqa: E402
@@ -133,7 +133,8 @@ def model_mb(ckpt: Path) -> float:
 
 @contextmanager
 def app_server(ckpt: Path, tmp: Path, env: dict | None = None, cwd: Path = ROOT):
-    """``streamlit run app.py`` (the one in ``cwd``: another tree's for a baseline) on a
+    """``streamlit run app.py`` (the one in ``cwd``: another tree's for a baseline, run
+    with BASELINE_FLAGS; ours with its own config, as ``make run``) on a
     checkpoints folder holding only ``ckpt`` (linked); its training queue is
     ``tmp/queue`` (also set here, for runs launched by this process). Yields the server;
     its log is ``server.log``."""
@@ -145,7 +146,8 @@ def app_server(ckpt: Path, tmp: Path, env: dict | None = None, cwd: Path = ROOT)
     os.environ[runs.QUEUE_DIR_ENV] = queue
     try:
         with StreamlitServer({"REVIEWBERT_CHECKPOINTS": str(root), runs.QUEUE_DIR_ENV: queue,
-                              **(env or {})}, tmp / "server.log", cwd=cwd) as srv:
+                              **(env or {})}, tmp / "server.log", cwd=cwd,
+                             flags=() if Path(cwd) == ROOT else BASELINE_FLAGS) as srv:
             srv.root = root
             yield srv
     finally:

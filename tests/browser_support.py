@@ -81,10 +81,12 @@ def free_port() -> int:
 
 
 class StreamlitServer:
-    """``streamlit run app.py`` in a subprocess, on a free localhost port."""
+    """``streamlit run app.py`` in a subprocess, on a free localhost port, with the tree's
+    own ``.streamlit/config.toml`` (what ``make run`` serves) and ``flags`` after it."""
 
-    def __init__(self, env: dict, log: Path, cwd: Path = ROOT):
+    def __init__(self, env: dict, log: Path, cwd: Path = ROOT, flags: tuple = ()):
         self.cwd = Path(cwd)
+        self.flags = list(flags)
         self.port = free_port()
         self.url = f"http://localhost:{self.port}"
         self.log = log
@@ -96,7 +98,7 @@ class StreamlitServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.port),
              "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             "--server.fileWatcherType", "none"],
+             *self.flags],
             cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while time.time() < deadline:

@@ -205,3 +205,19 @@ def test_main_page_in_a_real_browser(browser_page):
 
     assert blocked == [], f"requests left localhost: {blocked}"
     assert dialogs == []
+
+
+def test_the_server_rests_between_clicks(server, browser_page):
+    """After the predictions above, with the page still open and nothing asked of it, the
+    server (started as ``make run`` starts it, with the repo's own config) uses next to no
+    CPU. With Streamlit's default file watcher it burned a whole core from the first
+    prediction on (.streamlit/config.toml says why): ~1,000 ms of CPU a second here."""
+    import psutil
+    page, _, _ = browser_page
+    assert page.locator(".rb-highlight").count() == 1, "the main test predicted first"
+    proc = psutil.Process(server.proc.pid)
+    time.sleep(1.0)
+    before, t0 = sum(proc.cpu_times()[:2]), time.perf_counter()
+    time.sleep(3.0)
+    per_s = 1000 * (sum(proc.cpu_times()[:2]) - before) / (time.perf_counter() - t0)
+    assert per_s < 250, f"the idle server used {per_s:.0f} ms of CPU a second"
