@@ -205,15 +205,12 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
     built by :func:`reviewbert.pruning.load_pruned`.
     """
     import torch
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoModelForSequenceClassification
     from transformers.utils import logging as hf_logging
 
     from .pruning import PRUNED_KEY, load_pruned
-    info = checkpoint_info(path)
+    info = _checked_info(path)
     ckpt = info.path
-    check_weights(ckpt, info.scheme)
-    if not ((ckpt / "tokenizer.json").exists() or (ckpt / "vocab.txt").exists()):
-        raise CheckpointError(f"{ckpt} has no tokenizer files: save the tokenizer with the model")
     device = device or pick_device()
     # fp32 on every device: transformers 5 would otherwise keep the weights' stored dtype
     # (the demo is saved in fp16), and the Predict page's attention on a GPU must be the
@@ -223,7 +220,7 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        tok = AutoTokenizer.from_pretrained(ckpt)
+        tok = _tokenizer(ckpt)
         if _read_json_object(ckpt / "config.json", "the model's config").get(PRUNED_KEY):
             # heads removed by `reviewbert heads prune`: transformers 5 cannot build it
             model, loading = load_pruned(ckpt, attn_implementation, dtype), {}
@@ -248,6 +245,69 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
     model.to(device).eval()
     prepare_cuda(device)
     return model, tok, info
+
+
+def _checked_info(path: str | os.PathLike) -> CheckpointInfo:
+    """checkpoint_info, then the weights' headers and the tokenizer files checked."""
+    info = checkpoint_info(path)
+    check_weights(info.path, info.scheme)
+    if not ((info.path / "tokenizer.json").exists() or (info.path / "vocab.txt").exists()):
+        raise CheckpointError(f"{info.path} has no tokenizer files: save the tokenizer with the model")
+    return info
+
+
+def _tokenizer(ckpt: Path):
+    """The checkpoint's own tokenizer (its errors are the caller's to word)."""
+    from transformers import AutoTokenizer
+    return AutoTokenizer.from_pretrained(ckpt)
+
+
+PLAIN_LOAD_ENV = "REVIEWBERT_PLAIN_LOAD"
+"""Set to 0 to load every checkpoint through transformers (:func:`load_plain` gives None)."""
+
+
+def load_plain(path: str | os.PathLike, accepts=None):
+    """(PlainBert, tokenizer, info) for a checkpoint that :mod:`reviewbert.plain_bert`
+    reads exactly (and whose config ``accepts``), without transformers' modeling code
+    (2 s and 135 MB less at start-up); None for any other (then :func:`load_checkpoint`).
+    The same checks and messages as :func:`load_checkpoint` for a broken folder; CPU, fp32."""
+    from . import plain_bert
+    if os.environ.get(PLAIN_LOAD_ENV, "1").strip() == "0":
+        return None
+    info = _checked_info(path)
+    plain = plain_bert.read(info.path, accepts)
+    if plain is None:
+        return None
+    from transformers.utils import logging as hf_logging
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        tok = _tokenizer(info.path)
+    except Exception as e:  # noqa: BLE001 - as load_checkpoint words it
+        why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        raise CheckpointError(f"cannot load checkpoint {info.path}: {type(e).__name__}: {why}") from e
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    return plain, tok, info
+
+
+def model_from_plain(plain, ckpt: str | os.PathLike, attn_implementation: str = "eager"):
+    """The transformers ``BertForSequenceClassification`` of a checkpoint that
+    :func:`load_plain` read, on the same tensors (no copy, no second read of the file):
+    what :attr:`reviewbert.inference.Predictor.model` builds when a view first needs it."""
+    import torch
+    from transformers import AutoConfig, BertForSequenceClassification
+    from transformers.utils import logging as hf_logging
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        config = AutoConfig.from_pretrained(ckpt)
+        model = BertForSequenceClassification._from_config(
+            config, attn_implementation=attn_implementation, dtype=torch.float32)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    model.load_state_dict(plain.tensors, strict=True, assign=True)
+    return model.eval()
 
 
 _PICKLE_WEIGHTS = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")

@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from .buffers import BufferPool
-from .checkpoint import load_checkpoint
+from .checkpoint import load_checkpoint, load_plain, model_from_plain
+from .device import pick_device
 from .labels import LabelScheme, scheme_from_id2label
 from .pruning import alive_heads, full_attentions
 
@@ -158,8 +161,10 @@ def encode(tokenizer, text: str, max_length: int) -> Encoded:
 
 
 def model_max_length(model, tokenizer, meta: dict | None = None) -> int:
-    """max_length the checkpoint was trained with, capped by the position table."""
-    cap = int(getattr(model.config, "max_position_embeddings", 512) or 512)
+    """max_length the checkpoint was trained with, capped by the position table.
+    ``model``: a model, or a config (a :class:`reviewbert.plain_bert.PlainBert`'s)."""
+    cfg = getattr(model, "config", model)
+    cap = int(getattr(cfg, "max_position_embeddings", 512) or 512)
     hp = (meta or {}).get("hyperparameters") or {}
     want = hp.get("max_length") or hp.get("max_seq_length")
     if not want:
@@ -184,50 +189,70 @@ class FastBertForward:
 
     @classmethod
     def supports(cls, model) -> bool:
-        cfg = model.config
+        return (type(model).__name__ == "BertForSequenceClassification"
+                and getattr(model.bert, "pooler", None) is not None
+                and cls.supports_config(model.config))
+
+    @classmethod
+    def supports_config(cls, cfg) -> bool:
+        """The same test on a config alone (a ``PretrainedConfig`` or the namespace that
+        :mod:`reviewbert.plain_bert` reads from config.json)."""
         return (getattr(cfg, "model_type", None) == "bert"
-                and type(model).__name__ == "BertForSequenceClassification"
                 and getattr(cfg, "position_embedding_type", "absolute") == "absolute"
                 and not getattr(cfg, "is_decoder", False)
                 and isinstance(getattr(cfg, "hidden_act", None), str)
                 and cfg.hidden_act in cls.ACTS
-                and getattr(model.bert, "pooler", None) is not None
                 and getattr(cfg, "chunk_size_feed_forward", 0) in (0, None))
 
-    @torch.inference_mode()
     def __init__(self, model):
-        cfg = model.config
-        bert = model.bert
-        emb = bert.embeddings
+        """From a loaded ``BertForSequenceClassification`` (its own tensors)."""
+        self._build(model.config, model.state_dict(), alive_heads(model))
+
+    @classmethod
+    def from_plain(cls, plain) -> "FastBertForward":
+        """From a :class:`reviewbert.plain_bert.PlainBert`: the checkpoint's tensors read
+        without transformers' modeling code (every head present)."""
+        self = cls.__new__(cls)
+        cfg = plain.config
+        self._build(cfg, plain.tensors,
+                    [list(range(cfg.num_attention_heads))] * cfg.num_hidden_layers)
+        return self
+
+    @torch.inference_mode()
+    def _build(self, cfg, sd, alive_per_layer) -> None:
+        """``sd``: the classifier's tensors by their state-dict names (``bert.…``,
+        ``classifier.…``); ``alive_per_layer``: each layer's heads left."""
         self.H = cfg.num_attention_heads
         self.D = cfg.hidden_size
         self.dh = self.D // self.H
         self.act = self.ACTS[cfg.hidden_act]
-        self.word = emb.word_embeddings.weight
-        self.pos = emb.position_embeddings.weight
-        self.type0 = emb.token_type_embeddings.weight[0]
-        self.ln0 = (emb.LayerNorm.weight, emb.LayerNorm.bias, emb.LayerNorm.eps)
+        eps = cfg.layer_norm_eps
+        e = "bert.embeddings."
+        self.word = sd[e + "word_embeddings.weight"]
+        self.pos = sd[e + "position_embeddings.weight"]
+        self.type0 = sd[e + "token_type_embeddings.weight"][0]
+        self.ln0 = (sd[e + "LayerNorm.weight"], sd[e + "LayerNorm.bias"], eps)
         scale = 1.0 / math.sqrt(self.dh)
         self.layers = []
-        for layer, alive in zip(bert.encoder.layer, alive_heads(model)):
-            a = layer.attention.self
+        for li, alive in enumerate(alive_per_layer):
+            t = lambda name: sd[f"bert.encoder.layer.{li}.{name}"]  # noqa: E731
+            q, k, v = (f"attention.self.{n}" for n in ("query", "key", "value"))
             w = len(alive) * self.dh           # this layer's Q/K/V width: fewer heads once pruned
-            wqkv = torch.cat([a.query.weight * scale, a.key.weight, a.value.weight]).contiguous()
-            bqkv = torch.cat([a.query.bias * scale, a.key.bias, a.value.bias]).contiguous()
-            o = layer.attention.output
+            wqkv = torch.cat([t(q + ".weight") * scale, t(k + ".weight"), t(v + ".weight")]).contiguous()
+            bqkv = torch.cat([t(q + ".bias") * scale, t(k + ".bias"), t(v + ".bias")]).contiguous()
             self.layers.append(dict(
                 h=len(alive), alive=None if len(alive) == self.H else alive,
                 alive_index=torch.tensor(alive, dtype=torch.long),
                 gone=[h for h in range(self.H) if h not in alive],
                 wqkv=wqkv, bqkv=bqkv, wqk=wqkv[: 2 * w], bqk=bqkv[: 2 * w],
                 wv=wqkv[2 * w:], bv=bqkv[2 * w:],
-                wo=o.dense.weight, bo=o.dense.bias,
-                ln1=(o.LayerNorm.weight, o.LayerNorm.bias, o.LayerNorm.eps),
-                wi=layer.intermediate.dense.weight, bi=layer.intermediate.dense.bias,
-                wo2=layer.output.dense.weight, bo2=layer.output.dense.bias,
-                ln2=(layer.output.LayerNorm.weight, layer.output.LayerNorm.bias, layer.output.LayerNorm.eps)))
-        self.pool = (bert.pooler.dense.weight, bert.pooler.dense.bias)
-        self.cls = (model.classifier.weight, model.classifier.bias)
+                wo=t("attention.output.dense.weight"), bo=t("attention.output.dense.bias"),
+                ln1=(t("attention.output.LayerNorm.weight"), t("attention.output.LayerNorm.bias"), eps),
+                wi=t("intermediate.dense.weight"), bi=t("intermediate.dense.bias"),
+                wo2=t("output.dense.weight"), bo2=t("output.dense.bias"),
+                ln2=(t("output.LayerNorm.weight"), t("output.LayerNorm.bias"), eps)))
+        self.pool = (sd["bert.pooler.dense.weight"], sd["bert.pooler.dense.bias"])
+        self.cls = (sd["classifier.weight"], sd["classifier.bias"])
         self.exact_gelu = cfg.hidden_act == "gelu"
         on_cpu = self.word.device.type == "cpu" and self.word.dtype == torch.float32
         # the attention arrays' memory, reused once a prediction is dropped (buffers.py)
@@ -453,8 +478,10 @@ class Predictor:
 
     def __init__(self, model, tokenizer, scheme: LabelScheme | None = None,
                  max_length: int | None = None, meta: dict | None = None, fast: bool = True):
-        self.model = model.eval()
+        self._model, self._make_model = model.eval(), None
+        self._model_lock = threading.Lock()
         self.tokenizer = tokenizer
+        self.config = model.config
         self.scheme = scheme or scheme_from_id2label(model.config.id2label)
         self.max_length = max_length or model_max_length(model, tokenizer, meta)
         self.device = next(model.parameters()).device
@@ -462,9 +489,48 @@ class Predictor:
         self._grad_forward = None
 
     @classmethod
+    def from_plain(cls, plain, tokenizer, scheme: LabelScheme, meta: dict | None = None,
+                   make_model: Callable[[], object] | None = None) -> "Predictor":
+        """A Predictor on a :class:`reviewbert.plain_bert.PlainBert` (CPU, fp32): it predicts
+        with :class:`FastBertForward` alone; ``make_model()`` builds the transformers model
+        the first time :attr:`model` is asked for."""
+        self = cls.__new__(cls)
+        self._model, self._make_model = None, make_model
+        self._model_lock = threading.Lock()
+        self.tokenizer = tokenizer
+        self.config = plain.config
+        self.scheme = scheme
+        self.max_length = model_max_length(plain, tokenizer, meta)
+        self.device = torch.device("cpu")
+        self.fast = FastBertForward.from_plain(plain)
+        self._grad_forward = None
+        return self
+
+    @classmethod
     def from_checkpoint(cls, path, device=None, fast: bool = True) -> "Predictor":
+        """The checkpoint's Predictor. On the CPU, a plain BERT classifier (the ones
+        ReviewBERT trains) is read without transformers' modeling code (plain_bert.py):
+        the transformers model is built when a view first asks for :attr:`model`."""
+        device = torch.device(device) if device is not None else pick_device()
+        loaded = (load_plain(path, FastBertForward.supports_config)
+                  if fast and device.type == "cpu" else None)
+        if loaded is not None:
+            plain, tok, info = loaded
+            return cls.from_plain(plain, tok, info.scheme, info.meta,
+                                  make_model=lambda: model_from_plain(plain, info.path))
         model, tok, info = load_checkpoint(path, device, attn_implementation="eager")
         return cls(model, tok, info.scheme, meta=info.meta, fast=fast)
+
+    @property
+    def model(self):
+        """The transformers model (eval mode): the one it was made with, or, for a
+        Predictor :meth:`from_plain`, built on the same tensors the first time it is asked
+        for (once, whichever thread asks first)."""
+        if self._model is None:
+            with self._model_lock:
+                if self._model is None:
+                    self._model = self._make_model()
+        return self._model
 
     @torch.inference_mode()
     def forward(self, ids: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None,
