@@ -29,7 +29,20 @@ def pages() -> list:
     ]
 
 
+def skip_repl_check() -> None:
+    """Streamlit (1.67) asks, when a process draws its first element, whether it runs in a
+    Python REPL, to print a warning there: ``env_util.is_repl()`` calls ``inspect.stack()``,
+    which reads the source lines of every frame on the stack and maps every loaded module
+    to its file: 145 ms on this 2-core CPU, holding the GIL, in front of the first page's
+    first element. Under ``streamlit run`` the answer is no, so the warning is marked as
+    shown and the check skipped (a Streamlit without the flag is left alone)."""
+    from streamlit import delta_generator
+    if hasattr(delta_generator, "_use_warning_has_been_displayed"):
+        delta_generator._use_warning_has_been_displayed = True
+
+
 def run() -> None:
+    skip_repl_check()
     allocator.fix_mmap_threshold()     # once per process: see reviewbert/allocator.py
     allocator.limit_arenas()
     nav = st.navigation(pages())
