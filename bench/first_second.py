@@ -211,9 +211,9 @@ def _measure(page, blocked, proc, port: int, t0: float, early: bool) -> dict:
 
 
 def _open_when_listening(page, port: int, proc) -> None:
-    """Open the page once, as soon as the server answers its health check: when Streamlit
-    opens a user's browser itself (``make run`` without ``--server.headless``) it does so
-    once its server is listening, and a user opens the printed address once. Before
+    """Open the page once, as soon as the server answers its health check, as a user opens
+    the address ``make run`` prints once the server listens (or as Streamlit, when not
+    headless, opens the browser itself: also once, when it listens). Before
     2026-11-27 this retried ``page.goto`` every 50 ms until one succeeded: 12-16 error
     pages drawn in the 1-1.5 s the server takes to listen, which took a core from the
     starting server and added ~1 s to ``ready_s`` (both trees alike)."""
