@@ -61,15 +61,20 @@ def test_minimal_deletion_finds_exactly_the_trigger(trig, method):
     assert flip.sentence(pred) == "Deleting this word turns 4 stars into 3 stars: excellent."
 
 
-def test_greedy_then_pruned_back_to_the_one_word_that_matters(trig):
+@pytest.mark.parametrize("search, verify_passes", [("bf16", 1), ("fp32", 0)])
+def test_greedy_then_pruned_back_to_the_one_word_that_matters(trig, search, verify_passes):
+    """The counterfactual shown is verified in one exact pass after a bf16 search; after an
+    fp32 search (what "auto" picks on a CPU without bf16 units) the search's own exact
+    result is reused: no pass at all. Each precision named, so both hold on any CPU."""
     pred = trig.predict(WITH_UP)
     up = word_index(pred, UP)
     others = [i for i in range(len(pred.words)) if i != up and W.is_word(pred.words[i])]
     order = others[:3] + [up] + others[3:]          # the trigger ranked 4th
-    checker = W.Checker(trig)
+    checker = W.Checker(trig, search=search)
     flip = W.minimal_deletion(checker, pred, order, "by hand", max_words=10)
     assert flip.found and flip.words == [up]           # 4 deleted, 3 put back
-    assert checker.passes["verify"] == 1
+    assert checker.passes["verify"] == verify_passes
+    assert flip.counterfactual.label_id == NEUTRAL
 
 
 def test_no_flip_within_k_words_is_said(trig):
