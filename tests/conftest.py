@@ -42,7 +42,7 @@ if _hyp_settings is not None:
 
 
 # each with its own make target
-LONG_SUITES = ("fuzz", "load", "hostile", "faults", "distributed", "umap", "heads")
+LONG_SUITES = ("fuzz", "load", "hostile", "faults", "distributed", "umap", "heads", "e2e")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -17,7 +17,7 @@ from browser_support import (
     shot,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration, pytest.mark.e2e]
 playwright = pytest.importorskip("playwright.sync_api")
 
 

@@ -15,7 +15,7 @@ from browser_support import (
     open_view,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
 pytest.importorskip("playwright.sync_api")
 
 ART = ROOT / "artifacts" / "browser"

@@ -184,6 +184,7 @@ def test_errors_are_one_line_and_exit_2(toy_run, tmp_path, capsys):
 
 @pytest.mark.integration
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_real_model_on_real_reviews_end_to_end(tmp_path, data_dir):
     """The embedded MiniLM fine-tuned for one epoch on 400 real reviews, all via the CLI."""
     data = data_dir / "unlocked_mobile_10k.csv"
