@@ -42,7 +42,8 @@ heads: setup browser
 
 # The end-to-end journeys (tests marked `e2e`): the Train, Error analysis, Which words and
 # Map pages driven through in Chromium, a server killed while a run trains, launch / stop /
-# resume / queue on real data, and the real model fine-tuned and used through the CLI.
+# resume / queue on real data, a search launched from the Train page, and the real model
+# fine-tuned and used through the CLI.
 # Each took 60-80 s on a 2-core AVX2 CPU, and with them make test took 19 minutes there
 # (11 on an AVX-512 one); CI (.ci/run) runs them after make test. ~5 min on 2 cores.
 .PHONY: e2e

@@ -189,6 +189,7 @@ def test_search_form_builds_the_spec_the_cli_would():
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_a_search_launched_from_the_page_queues_and_shows_progress(env, tiny_model_dir):
     at = fill(train_page("Search"), tiny_model_dir)
     assert "4 trial(s)" in messages(at)                       # the default 2 x 2 grid
