@@ -50,7 +50,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -217,19 +216,10 @@ def _open_when_listening(page, port: int, proc) -> None:
     2026-11-27 this retried ``page.goto`` every 50 ms until one succeeded: 12-16 error
     pages drawn in the 1-1.5 s the server takes to listen, which took a core from the
     starting server and added ~1 s to ``ready_s`` (both trees alike)."""
+    from browser_support import wait_healthy
     url = f"http://localhost:{port}"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("streamlit exited")
-        try:
-            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    page.goto(url, timeout=60_000)
-                    return
-        except OSError:     # not listening yet (URLError and timeouts are OSErrors)
-            time.sleep(0.05)
-    raise RuntimeError("the server did not answer in 120 s")
+    wait_healthy(url, proc, 120, 0.05)
+    page.goto(url, timeout=60_000)
 
 
 def expect_editable(page) -> None:

@@ -80,6 +80,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_healthy(url: str, proc, timeout_s: float = 60, poll_s: float = 0.3,
+                 exited=lambda: "") -> None:
+    """Until the Streamlit server at ``url`` answers its health check (``/_stcore/health``),
+    polled every ``poll_s``; RuntimeError if ``proc`` exits first (``exited()`` adds its
+    details) or ``timeout_s`` passes."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited{exited()}")
+        try:
+            with urllib.request.urlopen(url + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:     # not listening yet (URLError and timeouts are OSErrors)
+            time.sleep(poll_s)
+    raise RuntimeError(f"streamlit did not start in {timeout_s:.0f} s")
+
+
 class StreamlitServer:
     """``streamlit run app.py`` in a subprocess, on a free localhost port, with the tree's
     own ``.streamlit/config.toml`` (what ``make run`` serves) and ``flags`` after it."""
@@ -100,17 +118,9 @@ class StreamlitServer:
              "--server.headless", "true", "--browser.gatherUsageStats", "false",
              *self.flags],
             cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited: {self.log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(self.url + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                time.sleep(0.3)
-        raise RuntimeError("streamlit did not start in 60 s")
+        wait_healthy(self.url, self.proc, 60, 0.3,
+                     exited=lambda: f": {self.log.read_text()[-2000:]}")
+        return self
 
     def __exit__(self, *exc):
         if self.proc and self.proc.poll() is None:
