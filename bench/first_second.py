@@ -1,9 +1,11 @@
-"""The first second: from `streamlit run` to a page you can type into, and from a click on
+"""The first second: from `make run` to a page you can type into, and from a click on
 Predict to a fully drawn page, in headless Chromium, as a new user meets it.
 
     .venv/bin/python bench/first_second.py [--runs 3] [--baseline REV]
 
-Each run starts a fresh server (``streamlit run app.py``, the shipped demo checkpoint)
+Each run starts a fresh server as ``make run`` does (browser_support.server_command: the
+app's launcher, or ``streamlit run app.py`` in a baseline older than it; the shipped demo
+checkpoint)
 beside a Chromium that is already running (Debian's; every request off localhost
 blocked), opens the Predict page and measures, from the moment the server process is
 started:
@@ -136,7 +138,7 @@ def one_run(tree: Path, ckpts: Path, profile: Path, port: int, early: bool = Fal
     ``early``, only the click at ready (``early_click_s``, ``early_click_drawn_s``)."""
     from playwright.sync_api import sync_playwright
 
-    from browser_support import offline_context
+    from browser_support import offline_context, server_command
     env = {**os.environ, "REVIEWBERT_CHECKPOINTS": str(ckpts)}
     with sync_playwright() as p:
         # The browser is running before the server starts, as a user's is: its own launch
@@ -147,9 +149,7 @@ def one_run(tree: Path, ckpts: Path, profile: Path, port: int, early: bool = Fal
         page = ctx.new_page()
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-             "--server.headless", "true", "--browser.gatherUsageStats", "false", *flags],
-            cwd=tree, env=env,
+            server_command(tree, port, flags), cwd=tree, env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             return _measure(page, blocked, proc, port, t0, early)

@@ -133,8 +133,8 @@ def model_mb(ckpt: Path) -> float:
 
 @contextmanager
 def app_server(ckpt: Path, tmp: Path, env: dict | None = None, cwd: Path = ROOT):
-    """``streamlit run app.py`` (the one in ``cwd``: another tree's for a baseline, run
-    with BASELINE_FLAGS; ours with its own config, as ``make run``) on a
+    """The app as ``make run`` serves it (the one in ``cwd``: another tree's for a baseline, run
+    with BASELINE_FLAGS; ours with its own config) on a
     checkpoints folder holding only ``ckpt`` (linked); its training queue is
     ``tmp/queue`` (also set here, for runs launched by this process). Yields the server;
     its log is ``server.log``."""

@@ -98,9 +98,22 @@ def wait_healthy(url: str, proc, timeout_s: float = 60, poll_s: float = 0.3,
     raise RuntimeError(f"streamlit did not start in {timeout_s:.0f} s")
 
 
+def server_command(tree: Path, port: int, flags=()) -> list[str]:
+    """The command that serves ``tree``'s app on ``port`` as ``make run`` serves it: its
+    launcher (``reviewbert.ui.launcher``: ``streamlit run app.py`` with Streamlit's start-up
+    made cheaper), or ``streamlit run app.py`` in a tree from before the launcher (a
+    benchmark's baseline). With the tree's own ``.streamlit/config.toml``, ``flags`` after."""
+    if (Path(tree) / "reviewbert" / "ui" / "launcher.py").exists():
+        start = [sys.executable, "-m", "reviewbert.ui.launcher"]
+    else:
+        start = [sys.executable, "-m", "streamlit", "run", "app.py"]
+    return [*start, "--server.port", str(port), "--server.headless", "true",
+            "--browser.gatherUsageStats", "false", *flags]
+
+
 class StreamlitServer:
-    """``streamlit run app.py`` in a subprocess, on a free localhost port, with the tree's
-    own ``.streamlit/config.toml`` (what ``make run`` serves) and ``flags`` after it."""
+    """The app served as ``make run`` serves it (:func:`server_command`) in a subprocess,
+    on a free localhost port, with ``flags`` after the tree's own config."""
 
     def __init__(self, env: dict, log: Path, cwd: Path = ROOT, flags: tuple = ()):
         self.cwd = Path(cwd)
@@ -114,10 +127,8 @@ class StreamlitServer:
     def __enter__(self):
         log = open(self.log, "w")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(self.port),
-             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-             *self.flags],
-            cwd=self.cwd, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            server_command(self.cwd, self.port, self.flags), cwd=self.cwd, env=self.env,
+            stdout=log, stderr=subprocess.STDOUT)
         wait_healthy(self.url, self.proc, 60, 0.3,
                      exited=lambda: f": {self.log.read_text()[-2000:]}")
         return self
