@@ -262,6 +262,19 @@ def _tokenizer(ckpt: Path):
     return AutoTokenizer.from_pretrained(ckpt)
 
 
+def hf_tokenizer(ckpt: Path):
+    """transformers' tokenizer of a checkpoint folder, its load's chatter silenced: what a
+    :class:`reviewbert.plain_tokenizer.PlainTokenizer` builds when asked for more than it
+    reads itself."""
+    from transformers.utils import logging as hf_logging
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        return _tokenizer(ckpt)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+
+
 PLAIN_LOAD_ENV = "REVIEWBERT_PLAIN_LOAD"
 """Set to 0 to load every checkpoint through transformers (:func:`load_plain` gives None)."""
 
@@ -269,25 +282,24 @@ PLAIN_LOAD_ENV = "REVIEWBERT_PLAIN_LOAD"
 def load_plain(path: str | os.PathLike, accepts=None):
     """(PlainBert, tokenizer, info) for a checkpoint that :mod:`reviewbert.plain_bert`
     reads exactly (and whose config ``accepts``), without transformers' modeling code
-    (2 s and 135 MB less at start-up); None for any other (then :func:`load_checkpoint`).
+    (2 s and 135 MB less at start-up) and, where :mod:`reviewbert.plain_tokenizer` reads
+    its tokenizer exactly, without importing transformers at all (1.6 s less); None for
+    any other (then :func:`load_checkpoint`).
     The same checks and messages as :func:`load_checkpoint` for a broken folder; CPU, fp32."""
-    from . import plain_bert
+    from . import plain_bert, plain_tokenizer
     if os.environ.get(PLAIN_LOAD_ENV, "1").strip() == "0":
         return None
     info = _checked_info(path)
     plain = plain_bert.read(info.path, accepts)
     if plain is None:
         return None
-    from transformers.utils import logging as hf_logging
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        tok = _tokenizer(info.path)
-    except Exception as e:  # noqa: BLE001 - as load_checkpoint words it
-        why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        raise CheckpointError(f"cannot load checkpoint {info.path}: {type(e).__name__}: {why}") from e
-    finally:
-        hf_logging.set_verbosity(verbosity)
+    tok = plain_tokenizer.read(info.path, hf_tokenizer)   # no transformers: 1.6 s less (its docstring)
+    if tok is None:
+        try:
+            tok = hf_tokenizer(info.path)
+        except Exception as e:  # noqa: BLE001 - as load_checkpoint words it
+            why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+            raise CheckpointError(f"cannot load checkpoint {info.path}: {type(e).__name__}: {why}") from e
     return plain, tok, info
 
 

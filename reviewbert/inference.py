@@ -35,6 +35,7 @@ from .buffers import BufferPool
 from .checkpoint import load_checkpoint, load_plain, model_from_plain
 from .device import pick_device
 from .labels import LabelScheme, scheme_from_id2label
+from .plain_tokenizer import PlainTokenizer
 from .pruning import alive_heads, full_attentions
 
 MAX_CHARS = 100_000
@@ -127,11 +128,13 @@ def encode(tokenizer, text: str, max_length: int) -> Encoded:
     chars_cut = len(text) > MAX_CHARS
     if chars_cut:
         text = text[:MAX_CHARS]
-    enc = tokenizer(text, add_special_tokens=True, truncation=False, return_offsets_mapping=True,
-                    verbose=False)
-    ids = list(enc["input_ids"])
-    offsets = list(enc["offset_mapping"])
-    wids = list(enc.word_ids())
+    if isinstance(tokenizer, PlainTokenizer):     # the same four, without transformers
+        ids, offsets, wids, tokens = tokenizer.encode_one(text)
+    else:
+        enc = tokenizer(text, add_special_tokens=True, truncation=False,
+                        return_offsets_mapping=True, verbose=False)
+        ids, offsets, wids = list(enc["input_ids"]), list(enc["offset_mapping"]), list(enc.word_ids())
+        tokens = None
     n_original = len(ids)
     truncated = n_original > max_length
     if truncated:
@@ -139,6 +142,8 @@ def encode(tokenizer, text: str, max_length: int) -> Encoded:
         ids = ids[:keep] + ids[-1:]
         offsets = offsets[:keep] + offsets[-1:]
         wids = wids[:keep] + wids[-1:]
+        if tokens is not None:
+            tokens = tokens[:keep] + tokens[-1:]
     # renumber words 0..n-1 and take each word's text from its pieces' char offsets
     words: list[str] = []
     spans: list[tuple[int, int]] = []
@@ -156,7 +161,8 @@ def encode(tokenizer, text: str, max_length: int) -> Encoded:
         spans[i] = (min(spans[i][0], s), max(spans[i][1], e))
         word_ids.append(i)
     words = [text[s:e] for s, e in spans]
-    tokens = tokenizer.convert_ids_to_tokens(ids)
+    if tokens is None:
+        tokens = tokenizer.convert_ids_to_tokens(ids)
     return Encoded(ids, tokens, word_ids, words, spans, truncated, n_original, chars_cut, text)
 
 

@@ -152,3 +152,27 @@ def test_fresh_clone_reaches_a_prediction_in_a_browser(tmp_path):
         page.screenshot(path=str(out / "fresh_clone_demo.png"))
         ctx.close()
     assert blocked == []
+
+
+def test_the_plain_tokenizer_encodes_every_real_review_as_transformers_does(data_dir):
+    """reviewbert/plain_tokenizer.py (the app's load, without transformers) against the
+    demo's transformers tokenizer, on the first 2,000 reviews of every real data file
+    (emoji, CJK, HTML entities, embedded newlines): the same ids, offsets, words and
+    wordpieces, cut at the demo's own max length."""
+    from reviewbert import plain_tokenizer
+    from reviewbert.checkpoint import hf_tokenizer
+    from reviewbert.data import iter_reviews
+    from reviewbert.inference import encode
+    demo = ROOT / "checkpoints" / "demo"
+    plain, hf = plain_tokenizer.read(demo, hf_tokenizer), hf_tokenizer(demo)
+    assert plain is not None
+    n = 0
+    for f in sorted(data_dir.iterdir()):
+        if f.suffix not in (".csv", ".json", ".jsonl"):
+            continue
+        for i, (text, _) in enumerate(iter_reviews(f)):
+            if i == 2000:
+                break
+            assert encode(plain, text, 256) == encode(hf, text, 256), (f.name, text[:80])
+            n += 1
+    assert n > 5_000
