@@ -21,8 +21,10 @@ started:
 - ``predict_256_s``: a click on Predict with a 256-token review (after a short one) until
   every view shows it, and ``predict_256_repeat_s`` after another 256-token review;
 - ``ws_bytes_256``: the websocket bytes the browser received for that 256-token prediction;
-- ``server_cpu_ms_256``: the server process's CPU time (all threads) for that Predict run
-  and the next 256-token one, their mean (the counter moves in 10 ms ticks);
+- ``server_cpu_ms_256``: the server process's CPU time (all threads) per Predict run of a
+  256-token review: the mean over that click, the next one and CPU_CLICKS more (each a
+  new review; the counter moves in 10 ms ticks, and one run varies by +-15 %: with two
+  clicks a start, the baseline's figure moved 505-720 ms from start to start);
 - ``browser_cpu_ms_256``: the same for the browser (every Chromium process of this run: the
   page, its GPU and network processes), from the click until 0.5 s after it drew. On two
   cores the browser's work decides the click's time as much as the server's, and this
@@ -65,6 +67,9 @@ TARGETS = {"ready_s": 4.0, "first_predict_s": 1.5, "predict_256_s": 1.0,  # seco
 # a baseline tree runs as every earlier run of this bench (and bench/load.py) did: before
 # 2026-11-27 our config left Streamlit's file watcher on (see .streamlit/config.toml)
 BASELINE_FLAGS = ("--server.fileWatcherType", "none")
+CPU_REVIEWS = (("excellent", "worthless"), ("sadly", "delighted"), ("frankly", "disappointing"),
+               ("initially", "satisfied"))     # first and last words of the CPU-only clicks
+CPU_CLICKS = len(CPU_REVIEWS)
 SHORT = "Battery died after two days and support never answered. Poor quality."
 DRAWN = """([first, last]) => {
     const h = document.querySelector('.rb-highlight');
@@ -197,8 +202,12 @@ def _measure(page, blocked, proc, port: int, t0: float, early: bool) -> dict:
     page.wait_for_timeout(500)
     cpu.append(server_cpu_ms(proc.pid) - mark["cpu"])
     browser.append(browser_cpu_ms() - mark["browser"])
-    # The process's CPU time moves in 10 ms ticks: the mean of the two 256-token runs.
+    for first, last in CPU_REVIEWS:     # the server's CPU only
+        predict(page, long_review(first, last), before=before)
+        page.wait_for_timeout(500)
+        cpu.append(server_cpu_ms(proc.pid) - mark["cpu"])
     out["server_cpu_ms_256"] = sum(cpu) / len(cpu)
+    out["server_cpu_ms_256_each"] = [round(c) for c in cpu]
     out["browser_cpu_ms_256"] = browser[0]          # the first: new words, as a new review has
     out["browser_cpu_ms_256_repeat"] = browser[1]
     page.wait_for_timeout(1000)

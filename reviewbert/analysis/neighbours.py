@@ -30,7 +30,10 @@ BLOCK_BYTES = 64 << 20
 def _unit(x):
     """A float32 torch tensor of the rows scaled to unit length (zero rows stay zero)."""
     import torch
-    t = torch.as_tensor(np.asarray(x, dtype=np.float32))
+    a = np.asarray(x, dtype=np.float32)
+    if not a.flags.writeable:     # a shared, read-only array: torch would warn (and may not write)
+        a = a.copy()
+    t = torch.as_tensor(a)
     return t / t.norm(dim=1, keepdim=True).clamp(min=1e-12)
 
 
