@@ -22,7 +22,7 @@ started:
   every view shows it, and ``predict_256_repeat_s`` after another 256-token review;
 - ``ws_bytes_256``: the websocket bytes the browser received for that 256-token prediction;
 - ``server_cpu_ms_256``: the server process's CPU time (all threads) per Predict run of a
-  256-token review: the mean over that click, the next one and CPU_CLICKS more (each a
+  256-token review: the mean over that click, the next one and one more per CPU_REVIEWS (each a
   new review; the counter moves in 10 ms ticks, and one run varies by +-15 %: with two
   clicks a start, the baseline's figure moved 505-720 ms from start to start);
 - ``browser_cpu_ms_256``: the same for the browser (every Chromium process of this run: the
@@ -69,7 +69,6 @@ TARGETS = {"ready_s": 4.0, "first_predict_s": 1.5, "predict_256_s": 1.0,  # seco
 BASELINE_FLAGS = ("--server.fileWatcherType", "none")
 CPU_REVIEWS = (("excellent", "worthless"), ("sadly", "delighted"), ("frankly", "disappointing"),
                ("initially", "satisfied"))     # first and last words of the CPU-only clicks
-CPU_CLICKS = len(CPU_REVIEWS)
 SHORT = "Battery died after two days and support never answered. Poor quality."
 DRAWN = """([first, last]) => {
     const h = document.querySelector('.rb-highlight');

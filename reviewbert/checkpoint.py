@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -206,7 +207,6 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
     """
     import torch
     from transformers import AutoModelForSequenceClassification
-    from transformers.utils import logging as hf_logging
 
     from .pruning import PRUNED_KEY, load_pruned
     info = _checked_info(path)
@@ -217,24 +217,20 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
     # CPU's (bench/gpu_check.py: fp16 weights put it 6e-3 off). bf16 is autocast, per pass.
     dtype = torch.float32
     # transformers logs a multi-line load report for a mismatch; the message below says it in one
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
     try:
-        tok = _tokenizer(ckpt)
-        if _read_json_object(ckpt / "config.json", "the model's config").get(PRUNED_KEY):
-            # heads removed by `reviewbert heads prune`: transformers 5 cannot build it
-            model, loading = load_pruned(ckpt, attn_implementation, dtype), {}
-        else:
-            # never trust_remote_code: a config's auto_map cannot run code from the folder
-            # ignore_mismatched_sizes only to list them: any mismatch is refused below
-            model, loading = AutoModelForSequenceClassification.from_pretrained(
-                ckpt, use_safetensors=True, attn_implementation=attn_implementation,
-                dtype=dtype, output_loading_info=True, ignore_mismatched_sizes=True)
+        with quiet_transformers():
+            tok = _tokenizer(ckpt)
+            if _read_json_object(ckpt / "config.json", "the model's config").get(PRUNED_KEY):
+                # heads removed by `reviewbert heads prune`: transformers 5 cannot build it
+                model, loading = load_pruned(ckpt, attn_implementation, dtype), {}
+            else:
+                # never trust_remote_code: a config's auto_map cannot run code from the folder
+                # ignore_mismatched_sizes only to list them: any mismatch is refused below
+                model, loading = AutoModelForSequenceClassification.from_pretrained(
+                    ckpt, use_safetensors=True, attn_implementation=attn_implementation,
+                    dtype=dtype, output_loading_info=True, ignore_mismatched_sizes=True)
     except Exception as e:  # noqa: BLE001 - any failure here is a broken checkpoint
-        why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        raise CheckpointError(f"cannot load checkpoint {ckpt}: {type(e).__name__}: {why}") from e
-    finally:
-        hf_logging.set_verbosity(verbosity)
+        raise _cannot_load(ckpt, e) from e
     for key, problem in (("mismatched_keys", "do not have the shapes config.json gives"),
                          ("missing_keys", "are missing from the weights")):
         names = sorted(str(k[0] if isinstance(k, tuple) else k) for k in loading.get(key) or ())
@@ -262,17 +258,31 @@ def _tokenizer(ckpt: Path):
     return AutoTokenizer.from_pretrained(ckpt)
 
 
-def hf_tokenizer(ckpt: Path):
-    """transformers' tokenizer of a checkpoint folder, its load's chatter silenced: what a
-    :class:`reviewbert.plain_tokenizer.PlainTokenizer` builds when asked for more than it
-    reads itself."""
+@contextmanager
+def quiet_transformers():
+    """transformers' logging at errors only while inside (its load reports and warnings),
+    as it was afterwards."""
     from transformers.utils import logging as hf_logging
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        return _tokenizer(ckpt)
+        yield
     finally:
         hf_logging.set_verbosity(verbosity)
+
+
+def _cannot_load(ckpt, e: BaseException) -> CheckpointError:
+    """A transformers load's failure, in one line."""
+    why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+    return CheckpointError(f"cannot load checkpoint {ckpt}: {type(e).__name__}: {why}")
+
+
+def hf_tokenizer(ckpt: Path):
+    """transformers' tokenizer of a checkpoint folder, its load's chatter silenced: what a
+    :class:`reviewbert.plain_tokenizer.PlainTokenizer` builds when asked for more than it
+    reads itself."""
+    with quiet_transformers():
+        return _tokenizer(ckpt)
 
 
 PLAIN_LOAD_ENV = "REVIEWBERT_PLAIN_LOAD"
@@ -298,8 +308,7 @@ def load_plain(path: str | os.PathLike, accepts=None):
         try:
             tok = hf_tokenizer(info.path)
         except Exception as e:  # noqa: BLE001 - as load_checkpoint words it
-            why = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-            raise CheckpointError(f"cannot load checkpoint {info.path}: {type(e).__name__}: {why}") from e
+            raise _cannot_load(info.path, e) from e
     return plain, tok, info
 
 
@@ -309,15 +318,10 @@ def model_from_plain(plain, ckpt: str | os.PathLike, attn_implementation: str = 
     what :attr:`reviewbert.inference.Predictor.model` builds when a view first needs it."""
     import torch
     from transformers import AutoConfig, BertForSequenceClassification
-    from transformers.utils import logging as hf_logging
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
+    with quiet_transformers():
         config = AutoConfig.from_pretrained(ckpt)
         model = BertForSequenceClassification._from_config(
             config, attn_implementation=attn_implementation, dtype=torch.float32)
-    finally:
-        hf_logging.set_verbosity(verbosity)
     model.load_state_dict(plain.tensors, strict=True, assign=True)
     return model.eval()
 

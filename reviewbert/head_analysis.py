@@ -162,17 +162,14 @@ def load_base(name: str | None, path: str | None, model):
     from transformers import AutoModel
     if path is None:
         return None, "this checkpoint's reviewbert.json names no base model"
-    from transformers.utils import logging as hf_logging
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()    # a classifier's folder as base: its head is "unexpected"
+    from .checkpoint import quiet_transformers
     try:
-        base = AutoModel.from_pretrained(path, use_safetensors=True, dtype=torch.float32,
-                                         attn_implementation="eager").eval()
+        with quiet_transformers():    # a classifier's folder as base: its head is "unexpected"
+            base = AutoModel.from_pretrained(path, use_safetensors=True, dtype=torch.float32,
+                                             attn_implementation="eager").eval()
     except Exception as e:  # noqa: BLE001 - offline hub name, pickle-only folder, ...
         why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
         return None, f"the base model {name!r} cannot be loaded here ({why})"
-    finally:
-        hf_logging.set_verbosity(verbosity)
     if heads.unsupported_reason(base):
         return None, f"the base model {name!r} is not a BERT encoder"
     a, b = base.config, model.config

@@ -56,6 +56,7 @@ def test_the_same_packages_pass_streamlits_filter_with_one_parse_each(packages, 
     monkeypatch.setattr(email, "message_from_string", lambda *a, **k: parses.append(1) or parse(*a, **k))
     plain = filtered(parses)
     plain_parses = len(parses)
+    original = importlib.metadata.distributions
     with launcher.metadata_parsed_once():
         once = filtered(parses)
         once_parses = len(parses)
@@ -65,7 +66,7 @@ def test_the_same_packages_pass_streamlits_filter_with_one_parse_each(packages, 
     assert "plainpkg" not in once
     assert once_parses <= n_dists, (once_parses, n_dists)
     assert plain_parses >= 3 * n_dists, "the standard library parses METADATA once per read"
-    assert importlib.metadata.distributions is not None
+    assert importlib.metadata.distributions is original, "the standard library's, again"
     assert not any(isinstance(d, launcher.MetadataOnce) for d in importlib.metadata.distributions()), \
         "the scan's cache ends with it"
 
@@ -78,13 +79,14 @@ def test_streamlits_scan_is_the_one_patched(monkeypatch):
     manager = component_manager.BidiComponentManager
     monkeypatch.setattr(manager, "discover_and_register_components",
                         manager.discover_and_register_components)
-    seen = []
+    seen, found = [], []
     scan = manifest_scanner.scan_component_manifests
 
     def spy(*a, **k):
         seen.append(isinstance(next(iter(importlib.metadata.distributions()), None),
                                launcher.MetadataOnce))
-        return scan(*a, **k)
+        found.append(scan(*a, **k))
+        return found[-1]
     monkeypatch.setattr(manifest_scanner, "scan_component_manifests", spy)
     manager().discover_and_register_components(start_file_watching=False)
     assert launcher.scan_once() is True
@@ -92,6 +94,7 @@ def test_streamlits_scan_is_the_one_patched(monkeypatch):
     assert launcher.scan_once() is True and manager.discover_and_register_components is patched
     manager().discover_and_register_components(start_file_watching=False)
     assert seen == [False, True]
+    assert found[0] == found[1]
 
 
 def test_make_run_serves_the_app_through_the_launcher(tmp_path):
