@@ -73,8 +73,9 @@ load: setup
 hostile: setup browser
 	$(PY) -m pytest tests/browser/test_browser_hostile.py -m "hostile or not hostile" $(PYTEST_ARGS)
 
-# The long fault loops (tests marked `faults`: SIGKILL a training run at ten random points
-# and resume each time; `make test` runs the four-kill version).
+# The fault loops (tests marked `faults`: SIGKILL a training run at four points, one of each
+# kind, then at ten random points, and resume each time; ~70 s and ~3 min on 2 cores, so
+# make test leaves them to CI's step after it).
 .PHONY: faults
 faults: setup
 	$(PY) -m pytest -m faults $(PYTEST_ARGS)
@@ -89,8 +90,9 @@ postgres:
 distributed: setup postgres
 	$(PY) -m pytest -m distributed -n 0 $(PYTEST_ARGS)
 
-# UMAP of 10,000 reviews of a real data file, embedded by the demo checkpoint (tests marked
-# `umap`; minutes on 2 cores, so `make test` skips it). Run it alone.
+# UMAP on a toy set and of 10,000 reviews of a real data file, embedded by the demo
+# checkpoint (tests marked `umap`): UMAP's first call compiles its numba code, a minute on
+# 2 cores, so make test leaves it to CI's step after it. Run it alone.
 .PHONY: umap
 umap: setup
 	$(PY) -m pytest -m umap -n 0 $(PYTEST_ARGS)

@@ -100,6 +100,7 @@ def test_ten_kills_at_random_points_and_resume_every_time(tmp_path, tiny_model_d
 
 
 @pytest.mark.slow
+@pytest.mark.faults
 def test_four_kills_one_at_each_kind_of_point(tmp_path, tiny_model_dir):
     kill_loop(tmp_path, tiny_model_dir, ["step", "evaluate", "save-write", "save-swap"])
 

@@ -172,7 +172,10 @@ def test_pca_recovers_known_structure(tmp_path):
         P.project(x, "tsne", 2)
 
 
+@pytest.mark.umap
 def test_umap_runs_on_a_small_toy_set():
+    """UMAP's first call compiles its numba code: ~67 s on a 2-core AVX2 CPU, so it runs with
+    `make umap` (CI's step after make test), beside UMAP of 10,000 real reviews."""
     rng = np.random.default_rng(1)
     labels = np.repeat(np.arange(2), 40)
     x = rng.normal(0, 0.1, (80, 16)) + 3.0 * np.eye(16)[labels]
