@@ -21,6 +21,7 @@ expect = playwright.expect
 ART = ROOT / "artifacts" / "browser"
 SHORT = "Battery died after two days and support never answered. Poor quality."
 XSS = "<img src=x onerror=alert(1)> great phone <script>alert(2)</script>"
+RECEIVED: list[int] = []    # the byte size of every websocket message the page received
 
 
 def long_review(first: str, last: str) -> str:
@@ -44,9 +45,12 @@ def server(tmp_path_factory):
 def browser_page(server, tmp_path_factory):
     from playwright.sync_api import sync_playwright
     dialogs = []
+    RECEIVED.clear()
     with sync_playwright() as p:
         ctx, blocked = offline_context(p, tmp_path_factory.mktemp("chromium-profile"))
         page = ctx.new_page()
+        page.on("websocket", lambda ws: ws.on(
+            "framereceived", lambda payload: RECEIVED.append(len(payload))))
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         page.goto(server.url)
         page.get_by_text("Review text").wait_for(timeout=90_000)
@@ -205,6 +209,27 @@ def test_main_page_in_a_real_browser(browser_page):
 
     assert blocked == [], f"requests left localhost: {blocked}"
     assert dialogs == []
+
+
+def test_typing_a_review_reruns_the_box_alone(browser_page):
+    """Typing a new review and leaving the box reruns the text box alone (a fragment): the
+    previous prediction's views are neither rebuilt nor sent again until *Predict* is
+    clicked. As part of the page, that rerun sent the views again (23.6 kB here, failing this)."""
+    page, _, _ = browser_page
+    assert page.locator(".rb-highlight").count() == 1, "the main test predicted first"
+    shown = page.locator(".rb-highlight").inner_text()
+    page.wait_for_timeout(1000)
+    mark = sum(RECEIVED)
+    page.locator("textarea").fill(long_review("meanwhile", "afterwards"))
+    page.locator("textarea").blur()
+    page.wait_for_timeout(1500)
+    typed = sum(RECEIVED) - mark
+    assert page.locator(".rb-highlight").inner_text() == shown      # nothing predicted
+    assert typed < 10_000, f"leaving the box sent {typed} bytes: the page reran"
+    mark = sum(RECEIVED)
+    predict(page, long_review("meanwhile", "afterwards"))
+    page.wait_for_timeout(500)
+    assert sum(RECEIVED) - mark > 10 * max(typed, 1_000), "Predict sent the views"
 
 
 def test_the_server_rests_between_clicks(server, browser_page):
