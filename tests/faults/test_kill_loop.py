@@ -1,7 +1,7 @@
 """Kill loop: SIGKILL a tiny training run at 10 random points, resume it each time.
 
-``make faults`` runs the ten kills (~95 s on 2 cores); ``make test`` runs four, one
-at each kind of point (~40 s): the same loop and the same checks.
+``make faults`` (CI's step after make test) runs four kills, one at each kind of point
+(~45-70 s on 2 cores), then the ten (~95 s): the same loop and the same checks.
 
 Points: mid-training (after a random number of new steps), inside an epoch's
 evaluation, while a checkpoint's files are being written, and between the two
