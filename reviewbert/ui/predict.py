@@ -141,8 +141,8 @@ def review_box() -> None:
     """The review's text box, a fragment: typing a review and leaving the box reruns this
     alone. As part of the page, that rerun rebuilt and sent every view of the previous
     prediction again before *Predict* was even clicked: 80 ms of the server's CPU at 256
-    tokens on a 2-core AVX2 EPYC, a third more than the Predict run's own page work (now
-    10-20 ms). *Predict* and *Sample a review* are outside it, so they run the page,
+    tokens on a 2-core AVX2 EPYC, a third of the Predict run's own 247 ms (now 10-20
+    ms). *Predict* and *Sample a review* are outside it, so they run the page,
     which reads the box's text from session state."""
     state.apply_pending_review()
     st.text_area("Review text", key=state.REVIEW_TEXT, height=160,
