@@ -124,8 +124,18 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
         if note:
             st.info(note)
 
-    review_box()
-    clicked = st.button("Predict", type="primary", key="predict_btn")
+    state.apply_pending_review()
+    # A form: typing a review and leaving the box sends nothing; Predict (or Ctrl+Enter)
+    # sends the text and the click in one run. Outside one, leaving the box reran the page
+    # and sent the previous prediction's views again before Predict was even clicked: 80 ms
+    # of the server's CPU per typed 256-token review on a 2-core AVX2 EPYC, a third of the
+    # Predict run's own 247 ms. (A fragment around the box alone lost the click that
+    # followed the typing: Streamlit's page dropped it while it reran the fragment.)
+    with st.form("review_form", border=False):
+        st.text_area("Review text", key=state.REVIEW_TEXT, height=160,
+                     placeholder="Paste an Amazon review, e.g. “Battery died after a week, "
+                                 "support never answered.”")
+        clicked = st.form_submit_button("Predict", type="primary", key="predict_btn")
     if clicked or st.session_state.pop(state.RUN_PREDICT, False):
         text = st.session_state.get(state.REVIEW_TEXT) or ""
         if not text.strip():
@@ -134,20 +144,6 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
                     "spaces), or press **Sample a review**.")
             return
         run(cached_model.require_predictor()[1], text, ckpt_key)
-
-
-@st.fragment
-def review_box() -> None:
-    """The review's text box, a fragment: typing a review and leaving the box reruns this
-    alone. As part of the page, that rerun rebuilt and sent every view of the previous
-    prediction again before *Predict* was even clicked: 80 ms of the server's CPU at 256
-    tokens on a 2-core AVX2 EPYC, a third of the Predict run's own 247 ms (now 10-20
-    ms). *Predict* and *Sample a review* are outside it, so they run the page,
-    which reads the box's text from session state."""
-    state.apply_pending_review()
-    st.text_area("Review text", key=state.REVIEW_TEXT, height=160,
-                 placeholder="Paste an Amazon review, e.g. “Battery died after a week, "
-                             "support never answered.”")
 
 
 def prefetch(info: CheckpointInfo) -> None:
