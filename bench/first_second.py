@@ -27,7 +27,8 @@ started:
   clicks a start, the baseline's figure moved 505-720 ms from start to start);
 - ``server_cpu_ms_typed_256``: the same per review typed into the box, then predicted,
   over the CPU_REVIEWS clicks: the rerun that leaving the box causes, then the Predict run
-  (before 2026-11-28 that first rerun was the whole page's; now the box's fragment alone);
+  (before 2026-11-28 that first rerun was the whole page's; the box and Predict are a
+  form now, and leaving the box sends nothing);
 - ``browser_cpu_ms_256``: the same for the browser (every Chromium process of this run: the
   page, its GPU and network processes), from the click until 0.5 s after it drew. On two
   cores the browser's work decides the click's time as much as the server's, and this
