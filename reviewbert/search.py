@@ -680,10 +680,6 @@ class SearchWorker:
     def run_trial(self, trial) -> dict:
         params, number = dict(trial.params), trial.number
         run_dir = trial_dir(self.dir, number)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        for key, value in (("run_dir", str(run_dir.resolve())), ("host", self.host),
-                           ("worker_pid", self.pid), ("worker_started", self.started)):
-            trial.set_user_attr(key, value)
         record = {"search": self.record["name"], "number": number, "params": params,
                   "retry_of": trial.user_attrs.get("retry_of"),
                   "state": "running", "value": None, "objective": self.spec.objective,
@@ -691,7 +687,16 @@ class SearchWorker:
                   "intermediate": {}, "message": "", "host": self.host,
                   "worker_pid": self.pid, "worker_started": self.started,
                   "started": _now_iso(), "finished": None}
-        _write_trial(run_dir, record)
+        # Under the folder's lock, which a local worker's dead-trial check also holds: it
+        # sees this trial's host, pid and trial.json all at once or none of them. Seen in
+        # between (the host set, the pid not yet), a running trial read as one whose
+        # worker had died, and it was failed and run again (a fifth trial in a grid of 4).
+        with _folder_lock(self.dir):
+            run_dir.mkdir(parents=True, exist_ok=True)
+            for key, value in (("run_dir", str(run_dir.resolve())), ("host", self.host),
+                               ("worker_pid", self.pid), ("worker_started", self.started)):
+                trial.set_user_attr(key, value)
+            _write_trial(run_dir, record)
         self.write_status("running", f"trial {number}: {_params_text(params)}", current=number)
         self.log(f"trial {number}: {_params_text(params)} -> {run_dir}")
         runner = None

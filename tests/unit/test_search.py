@@ -286,6 +286,38 @@ def complete_points(url):
     return sorted(t.params["seed"] for t in trials if t.state == TrialState.COMPLETE), trials
 
 
+def test_a_trial_being_claimed_is_not_taken_for_a_dead_workers(tmp_path, toy, monkeypatch):
+    """Worker a claims a trial (its host, pid and trial.json) while worker b, in the same
+    folder, checks for dead workers' trials, as b does before each of its own. b must not
+    read the trial half-claimed (host set, pid not yet) as one whose worker died: that
+    failed and re-ran a live trial (a fifth trial in a grid of 4, seen in CI)."""
+    import threading
+    spec = shared_spec(toy, tmp_path, points=1)
+    out = tmp_path / "shared-folder"
+    a = search.SearchWorker(spec, out, start_trial=fake_starter({0: [0.3, 0.5]}), poll_s=0,
+                            log=lambda *args: None)
+    b = search.SearchWorker(spec, out, start_trial=fake_starter({0: [0.3, 0.5]}), poll_s=0,
+                            log=lambda *args: None)
+    checks, asked = [], []
+    real = optuna.trial.Trial.set_user_attr
+
+    def set_user_attr(trial, key, value):
+        real(trial, key, value)
+        if key == "host":           # b asks for a trial now, between the host and the pid
+            checks.append(threading.Thread(target=lambda: asked.append(b.next_trial())))
+            checks[-1].start()
+            checks[-1].join(0.5)
+    monkeypatch.setattr(optuna.trial.Trial, "set_user_attr", set_user_attr)
+    trial = a.next_trial()
+    a.run_trial(trial)
+    for t in checks:
+        t.join(30)
+    assert checks and not any(t.is_alive() for t in checks)
+    assert asked == [None]          # the grid's one point is a's
+    trials = optuna.load_study(study_name="shared", storage=spec.storage).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE]
+
+
 def test_a_killed_workers_trial_fails_and_its_point_is_rerun_once(tmp_path, toy):
     spec = shared_spec(toy, tmp_path)
     a = search.SearchWorker(spec, tmp_path / "a", start_trial=dying_starter, poll_s=0,
