@@ -7,8 +7,8 @@ frame.require()
 
 st.title("ReviewBERT")
 st.caption("Predict an Amazon review's star rating with a fine-tuned BERT, then see what it "
-           "attends to: [CLS] attention per layer, every head, bertviz's head view, and the "
-           "review highlighted word by word.")
+           "attends to: the review highlighted word by word, [CLS] attention per layer, every "
+           "head, and bertviz's head view.")
 
 info = cached_model.require_checkpoint()
 cached_model.stop_if_failed(info)   # the model loads in the background: the panel draws now
@@ -41,10 +41,7 @@ with predict.turn(info):
         # Only the open tab runs: a run that built all four cost twice the server time.
         if attends.open:
             with attends:
-                prediction.cls_layers_view(pred, controls)
-                prediction.heads_view(pred, controls)
-                prediction.bertviz_view(pred, controls)
-                prediction.highlight_view(pred, controls)
+                prediction.attention_views(pred, controls)
 with cached_model.review_threads(predictor):
     if words.open:
         with words:

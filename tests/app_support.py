@@ -39,10 +39,12 @@ def run_loaded(at, timeout: float = 120.0):
 
 def open_view(at, name: str):
     """Open one of the Predict page's tabs under the prediction (only the open one is
-    built), as a click on it does, and rerun."""
+    built), or one of the attention views' tabs (prediction.ATTENTION_VIEWS), as a click
+    on it does, and rerun."""
     from reviewbert.ui import prediction, state
-    assert name in prediction.VIEWS, name
-    at.session_state[state.PREDICT_VIEW] = name
+    assert name in prediction.VIEWS + prediction.ATTENTION_VIEWS, name
+    key = state.PREDICT_VIEW if name in prediction.VIEWS else state.ATTENTION_VIEW
+    at.session_state[key] = name
     at.run()
     return at
 

@@ -204,9 +204,50 @@ def select_first_row(page) -> None:
 
 
 def open_view(page, name: str, timeout: int = 120_000) -> None:
-    """Click one of the Predict page's tabs under the prediction card (only the open
-    tab is built: reviewbert.ui.prediction.VIEWS), once the prediction has drawn them."""
+    """Click one of the Predict page's tabs under the prediction card, or one of the
+    attention views' tabs (only the open tab is built: reviewbert.ui.prediction.VIEWS,
+    ATTENTION_VIEWS), once the prediction has drawn them."""
     page.get_by_role("tab", name=name, exact=True).click(timeout=timeout)
+
+
+# What "drawn" means for each of the Predict page's attention views (its tabs under the
+# layer and head controls, reviewbert.ui.prediction.ATTENTION_VIEWS; only the open one is
+# built): which of the views must show the review just predicted. A chart counts when it
+# holds the review's first word as a token; the head view when its left column does.
+VIEW_NEEDS = {
+    "Highlighted review": {"highlight": True, "charts": 0, "headview": False},
+    "[CLS] per layer": {"highlight": False, "charts": 1, "headview": False},
+    "Every head of a layer": {"highlight": False, "charts": 2, "headview": False},
+    "Head view (bertviz)": {"highlight": False, "charts": 0, "headview": True},
+}
+ALL_VIEWS = {"highlight": True, "charts": 3, "headview": True}
+"""A tree that drew the four views one under the other (before 2026-11-28): the
+highlighted review, the [CLS] heatmap, every head and one head's bars, the head view."""
+DRAWN = """([first, last, need]) => {
+    if (need.highlight) {
+        const h = document.querySelector('.rb-highlight');
+        if (!h || !h.textContent.trim().endsWith(last)) return false;
+    }
+    const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(
+        p => p._fullLayout && p.data && JSON.stringify(p.data).includes('"' + first + '"'));
+    if (charts.length < need.charts) return false;
+    if (need.headview) {
+        const f = document.querySelector('iframe');
+        const d = f && f.contentDocument;
+        if (!d || !d.querySelector('#vis svg line')) return false;
+        return [...d.querySelectorAll('#vis svg #left text')].some(t => t.textContent === first);
+    }
+    return true;
+}"""
+
+
+def wait_drawn(page, text: str, view: str | dict = "Highlighted review", first: str | None = None,
+               timeout: int = 60_000) -> None:
+    """Until the attention view ``view`` (a name of VIEW_NEEDS, or ALL_VIEWS) shows
+    ``text``: give each review a first and a last word that the previous one lacks."""
+    need = VIEW_NEEDS[view] if isinstance(view, str) else view
+    first, last = first or text.split()[0].lower(), text.split()[-1]
+    page.wait_for_function(DRAWN, arg=[first, last, need], timeout=timeout, polling="raf")
 
 
 def shot(page, name: str, height: int = 2600):

@@ -281,10 +281,8 @@ def review(preds, predictor, row: int):
         st.switch_page(state.PREDICT_PAGE)
     st.header("What BERT attends to")
     controls = prediction.attention_controls(pred)
-    prediction.cls_layers_view(pred, controls)
-    prediction.heads_view(pred, controls)
-    prediction.bertviz_view(pred, controls, key=state.ERR_HV_WINDOW)
-    prediction.highlight_view(pred, controls)
+    prediction.attention_views(pred, controls, key=state.ERR_ATTENTION_VIEW,
+                               hv_key=state.ERR_HV_WINDOW)
     explanations.which_words_mattered(predictor, pred, key_prefix=state.ERR_WW_PREFIX, controls=controls)
     whatif.what_if(predictor, pred, key_prefix=state.ERR_WHATIF_PREFIX)
 

@@ -17,6 +17,10 @@ from . import cached_model, state
 
 # The Predict page's tabs under the prediction card; only the open one is built.
 VIEWS = ("What BERT attends to", "Which words mattered?", "Its nearest reviews", "What if?")
+# The attention views, tabs of their own under the layer and head controls; only the open
+# one is built (attention_views).
+ATTENTION_VIEWS = ("Highlighted review", "[CLS] per layer", "Every head of a layer",
+                   "Head view (bertviz)")
 HEATMAP_WRAP = 48  # columns per row of the [CLS] heatmap: a 256-token review wraps into 6 rows
 UNREADABLE = ("This text has no character the model reads: only invisible or control "
               "characters (zero-width spaces, byte-order marks, NUL…), which the tokenizer "
@@ -80,6 +84,28 @@ def attention_controls(pred: Prediction) -> dict:
                           help="Unticked: the special tokens are dropped and each row is "
                                "renormalised to sum to 1")
     return dict(layer=layer, head=head, level=level, include_special=include)
+
+
+def attention_views(pred: Prediction, c: dict, key: str = state.ATTENTION_VIEW,
+                    hv_key: str = state.HV_WINDOW) -> None:
+    """The four attention views of ``pred`` for the controls ``c``, one tab each, and only
+    the open tab built and sent: the review highlighted by one layer's [CLS] attention
+    (first: readable without a legend), the [CLS] heatmap of every layer (the seed
+    report's figure), every head of a layer, and bertviz's head and model views.
+
+    Built together, one under the other, a 256-token prediction cost the server 109 ms
+    besides the forward pass and the browser ~1.3 s to draw (Plotly's tick labels of the
+    heatmaps, bertviz's SVG), on a 2-core AVX2 EPYC, though all but the first view lay
+    below the fold. Opening another tab redraws from the same shared prediction, with
+    no forward pass. ``key`` holds the open tab (kept across pages: state.KEEP_ACROSS_PAGES);
+    ``hv_key`` is the head view's window slider (bertviz_view)."""
+    tabs = st.tabs(ATTENTION_VIEWS, key=key, on_change="rerun")
+    views = (highlight_view, cls_layers_view, heads_view,
+             lambda p, c: bertviz_view(p, c, key=hv_key))
+    for tab, view in zip(tabs, views):
+        if tab.open:
+            with tab:
+                view(pred, c)
 
 
 def token_chart(fig, key: str) -> None:

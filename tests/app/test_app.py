@@ -58,16 +58,42 @@ def test_paste_and_predict(monkeypatch, ckpt_root):
     assert [t.label for t in at.tabs if t.label in prediction.VIEWS] == list(prediction.VIEWS)
     # only the open tab (the attention views) is built: no other view's widgets
     assert not [b for b in at.button if b.key in ("ww_run", "wi_edit")]
-    assert any("rb-highlight" in str(m.value) for m in at.html)
+    # the attention views are tabs too, and only the open one is built: the highlighted
+    # review first, then each chart alone (a chart's key names it)
+    assert [t.label for t in at.tabs if t.label in prediction.ATTENTION_VIEWS] == list(
+        prediction.ATTENTION_VIEWS)
+
+    def built():
+        return {"highlight": any("rb-highlight" in str(m.value) for m in at.html),
+                "charts": sorted(c.proto.id.rsplit("-", 1)[-1] for c in at.get("plotly_chart")),
+                "bertviz": len(at.get("component_instance")) == 1}
+    assert built() == {"highlight": True, "charts": ["probs_chart"], "bertviz": False}, built()
+    cls_view, heads_view, bertviz_view = prediction.ATTENTION_VIEWS[1:]
+    open_view(at, cls_view)
+    assert not at.exception, at.exception
+    assert built() == {"highlight": False, "charts": ["cls_heatmap", "probs_chart"],
+                       "bertviz": False}, built()
+    open_view(at, heads_view)
+    assert built() == {"highlight": False, "charts": ["head_bars", "heads_fig", "probs_chart"],
+                       "bertviz": False}, built()
     # the token charts without Streamlit's theme (figures.OWN_TEMPLATE), the others with it
     themes = {c.proto.id.rsplit("-", 1)[-1]: c.proto.theme for c in at.get("plotly_chart")}
-    assert {k: themes[k] for k in ("cls_heatmap", "heads_fig", "head_bars")} == dict.fromkeys(
-        ("cls_heatmap", "heads_fig", "head_bars"), ""), themes
-    assert themes["probs_chart"] == "streamlit", themes
+    assert themes == {"heads_fig": "", "head_bars": "", "probs_chart": "streamlit"}, themes
+    open_view(at, cls_view)
+    themes = {c.proto.id.rsplit("-", 1)[-1]: c.proto.theme for c in at.get("plotly_chart")}
+    assert themes["cls_heatmap"] == "", themes
+    open_view(at, bertviz_view)
+    assert not at.exception, at.exception
+    assert built() == {"highlight": False, "charts": ["probs_chart"], "bertviz": True}, built()
+    assert "Showing the whole review" in texts(at)      # the head view's window caption
+    # the open attention view is kept while another tab of the page is open
     open_view(at, "What if?")                          # another tab: built, the views are not
     assert not at.exception and [b for b in at.button if b.key == "wi_edit"]
-    assert not any("rb-highlight" in str(m.value) for m in at.html)
+    assert built() == {"highlight": False, "charts": ["probs_chart"], "bertviz": False}
     open_view(at, prediction.VIEWS[0])
+    assert built()["bertviz"], built()
+    open_view(at, prediction.ATTENTION_VIEWS[0])
+    assert built()["highlight"]
     # widget changes redraw from the stored Prediction
     at.selectbox(key="att_layer").set_value(0).run()
     at.selectbox(key="att_head").set_value(2).run()

@@ -2,6 +2,7 @@
 from pathlib import Path
 
 import pytest
+from app_support import open_view
 from streamlit.testing.v1 import AppTest
 
 from browser_support import write_meta
@@ -136,6 +137,7 @@ def test_main_page_head_view_window(monkeypatch, ckpt_root):
     res = at.session_state["result"]
     assert set(res) == {"key", "input"}       # the session keeps no attention array
     n = shared_prediction(res["key"], res["input"], None).n_tokens   # cached: no model needed
+    open_view(at, "Head view (bertviz)")
     slider = at.slider(key="hv_window")
     assert (slider.min, slider.max) == (1, n - 1 - 46)
     slider.set_value(slider.max).run()
