@@ -41,8 +41,14 @@ The current tree's server starts exactly as ``make run`` starts it, with the tre
 every run of this bench did before 2026-11-27 (that config then left Streamlit's watcher
 on, and under ``make run`` it burned a core: see the config's comment).
 
-"Drawn" is what tests/browser/test_browser.py waits for: the highlighted review ends with
-the text's last word, three attention charts and the head view hold its first word.
+"Drawn" is what tests/browser/test_browser.py waits for (browser_support.wait_drawn): the
+open attention view shows the new review. Since 2026-11-28 the four views are tabs and
+only the open one is built, the highlighted review first: it ends with the text's last
+word. A baseline older than that drew all four one under the other, and its click is
+drawn when the highlighted review ends with the last word and three attention charts and
+the head view hold the first. For the current tree, ``open_view_256_s:VIEW`` is the time
+from a click on each other view's tab until it shows the last review (no forward pass),
+and ``predict_256_s:VIEW`` a 256-token click with that view open.
 Medians over ``--runs`` fresh starts. ``--baseline REV`` measures the same in a checkout of
 that revision (a temporary git worktree, same virtualenv) in the same run, alternating,
 for the server time's ratio. Run it alone on the machine: the figures are wall-clock.
@@ -74,17 +80,8 @@ BASELINE_FLAGS = ("--server.fileWatcherType", "none")
 CPU_REVIEWS = (("excellent", "worthless"), ("sadly", "delighted"), ("frankly", "disappointing"),
                ("initially", "satisfied"))     # first and last words of the CPU-only clicks
 SHORT = "Battery died after two days and support never answered. Poor quality."
-DRAWN = """([first, last]) => {
-    const h = document.querySelector('.rb-highlight');
-    if (!h || !h.textContent.trim().endsWith(last)) return false;
-    const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(
-        p => p._fullLayout && p.data && JSON.stringify(p.data).includes('"' + first + '"'));
-    if (charts.length < 3) return false;
-    const f = document.querySelector('iframe');
-    const d = f && f.contentDocument;
-    if (!d || !d.querySelector('#vis svg line')) return false;
-    return [...d.querySelectorAll('#vis svg #left text')].some(t => t.textContent === first);
-}"""
+VIEW_REVIEWS = (("truly", "recommendable"), ("clearly", "regrettable"),
+                ("perhaps", "unremarkable"))   # the 256-token clicks with another view open
 
 
 def log(msg: str) -> None:
@@ -117,11 +114,12 @@ def browser_cpu_ms() -> float:
     return 1000 * total
 
 
-def predict(page, text: str, first: str | None = None, timeout=120_000, before=None,
+def predict(page, text: str, need, first: str | None = None, timeout=120_000, before=None,
             settle_ms: int = 600, before_typing=None) -> float:
-    """Type ``text``, then click Predict: seconds until it is drawn. ``before()`` runs just
-    before the click (after the rerun that typing causes), ``before_typing()`` before the
-    text is typed, to take counters."""
+    """Type ``text``, then click Predict: seconds until it is drawn in the views ``need``
+    (browser_support.VIEW_NEEDS). ``before()`` runs just before the click (after the rerun
+    that typing causes), ``before_typing()`` before the text is typed, to take counters."""
+    from browser_support import DRAWN
     first, last = first or text.split()[0].lower(), text.split()[-1]
     if before_typing is not None:
         before_typing()
@@ -133,8 +131,16 @@ def predict(page, text: str, first: str | None = None, timeout=120_000, before=N
         before()
     t0 = time.perf_counter()
     page.get_by_role("button", name="Predict").click()
-    page.wait_for_function(DRAWN, arg=[first, last], timeout=timeout, polling="raf")
+    page.wait_for_function(DRAWN, arg=[first, last, need], timeout=timeout, polling="raf")
     return time.perf_counter() - t0
+
+
+def views_of(tree: Path) -> dict:
+    """What a click must draw in ``tree``: the open attention view (the highlighted
+    review, first of the tabs) since 2026-11-28, all four views one under the other before."""
+    from browser_support import ALL_VIEWS, VIEW_NEEDS
+    src = (tree / "reviewbert" / "ui" / "prediction.py").read_text()
+    return VIEW_NEEDS["Highlighted review"] if "ATTENTION_VIEWS" in src else ALL_VIEWS
 
 
 LOADED = """() => {
@@ -163,7 +169,7 @@ def one_run(tree: Path, ckpts: Path, profile: Path, port: int, early: bool = Fal
             server_command(tree, port, flags), cwd=tree, env=env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            return _measure(page, blocked, proc, port, t0, early)
+            return _measure(page, blocked, proc, port, t0, early, views_of(tree))
         finally:
             ctx.close()
             proc.terminate()
@@ -173,8 +179,10 @@ def one_run(tree: Path, ckpts: Path, profile: Path, port: int, early: bool = Fal
                 proc.kill()
 
 
-def _measure(page, blocked, proc, port: int, t0: float, early: bool) -> dict:
-    """The figures of one start, ``t0`` being the server's start."""
+def _measure(page, blocked, proc, port: int, t0: float, early: bool, need: dict) -> dict:
+    """The figures of one start, ``t0`` being the server's start; a click is drawn when
+    the views ``need`` show its review."""
+    from browser_support import ALL_VIEWS, VIEW_NEEDS, open_view, wait_drawn
     received = []
     page.on("websocket", lambda ws: ws.on(
         "framereceived", lambda payload: received.append(len(payload))))
@@ -184,33 +192,33 @@ def _measure(page, blocked, proc, port: int, t0: float, early: bool) -> dict:
     expect_editable(page)
     out = {"ready_s": time.perf_counter() - t0}
     if early:
-        out = {"early_click_s": predict(page, SHORT, settle_ms=0),
+        out = {"early_click_s": predict(page, SHORT, need, settle_ms=0),
                "early_click_drawn_s": time.perf_counter() - t0, "blocked": list(blocked)}
         return out
     page.wait_for_function(LOADED, timeout=120_000, polling=100)
     out["loaded_s"] = time.perf_counter() - t0
-    out["first_predict_s"] = predict(page, SHORT)
-    predict(page, SHORT.replace("Battery", "Screen"))
+    out["first_predict_s"] = predict(page, SHORT, need)
+    predict(page, SHORT.replace("Battery", "Screen"), need)
     mark = {}
 
     def before():
         mark.update(cpu=server_cpu_ms(proc.pid), n=len(received), bytes=sum(received),
                     browser=browser_cpu_ms())
-    out["predict_256_s"] = predict(page, long_review("honestly", "recommended"),
+    out["predict_256_s"] = predict(page, long_review("honestly", "recommended"), need,
                                    before=before)
     page.wait_for_timeout(500)      # the run's last messages (after the views drew)
     cpu = [server_cpu_ms(proc.pid) - mark["cpu"]]
     browser = [browser_cpu_ms() - mark["browser"]]
     out["ws_bytes_256"] = sum(received) - mark["bytes"]
     out["ws_frames_256"] = len(received) - mark["n"]
-    out["predict_256_repeat_s"] = predict(page, long_review("overall", "returned"),
+    out["predict_256_repeat_s"] = predict(page, long_review("overall", "returned"), need,
                                           before=before)
     page.wait_for_timeout(500)
     cpu.append(server_cpu_ms(proc.pid) - mark["cpu"])
     browser.append(browser_cpu_ms() - mark["browser"])
     typed = []
     for first, last in CPU_REVIEWS:     # the server's CPU only
-        predict(page, long_review(first, last), before=before,
+        predict(page, long_review(first, last), need, before=before,
                 before_typing=lambda: mark.update(typing=server_cpu_ms(proc.pid)))
         page.wait_for_timeout(500)
         cpu.append(server_cpu_ms(proc.pid) - mark["cpu"])
@@ -224,6 +232,17 @@ def _measure(page, blocked, proc, port: int, t0: float, early: bool) -> dict:
     at = server_cpu_ms(proc.pid)
     page.wait_for_timeout(3000)
     out["server_idle_cpu_ms_per_s"] = (server_cpu_ms(proc.pid) - at) / 3
+    if need is not ALL_VIEWS:
+        # each other attention view: opened (the last review redrawn in it, no forward
+        # pass), then a new 256-token review predicted with it open
+        text = long_review(*CPU_REVIEWS[-1])
+        for view, (first, last) in zip(list(VIEW_NEEDS)[1:], VIEW_REVIEWS):
+            t = time.perf_counter()
+            open_view(page, view)
+            wait_drawn(page, text, view, timeout=120_000)
+            out[f"open_view_256_s:{view}"] = time.perf_counter() - t
+            text = long_review(first, last)
+            out[f"predict_256_s:{view}"] = predict(page, text, VIEW_NEEDS[view])
     out["blocked"] = list(blocked)
     return out
 

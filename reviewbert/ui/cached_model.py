@@ -186,6 +186,12 @@ def require_predictor() -> tuple[CheckpointInfo, Predictor]:
     """The sidebar's checkpoint and its cached predictor, for a page that needs a model;
     with none (the training guide) or a broken one (its message) the page stops here."""
     info = require_checkpoint()
+    if not st.session_state.get(state.SLIDER_CODE) and not loading(info).ready:
+        # A click made while the model loads: the page's code for the charts is fetched
+        # while this run waits for the model, not after it. The sidebar's own prefetch
+        # cannot: its fragment does not run while this run waits.
+        with st.sidebar:
+            prefetch_code("while_loading")
     try:
         return info, load_predictor(str(info.path), mtime(info.path))
     except CheckpointError as e:

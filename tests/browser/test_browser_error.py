@@ -79,20 +79,22 @@ def test_error_page_in_a_real_browser(server, tmp_path):
         chips = page.locator('[data-testid="stMultiSelect"]').all_inner_texts()
         assert cell["names"][cell["true"]] in chips[0] and cell["names"][cell["pred"]] in chips[1]
 
-        # open the first review of that cell: its card and every attention view
+        # open the first review of that cell: its card and the attention views, the
+        # highlighted review open (the views are tabs; only the open one is built)
         select_first_row(page)
-        page.wait_for_function("""() => {
-            const h = document.querySelector('.rb-highlight');
-            const heat = [...document.querySelectorAll('.js-plotly-plot')].filter(
-                p => p._fullData && p._fullData.some(t => t.type === 'heatmap'));
-            const f = [...document.querySelectorAll('iframe')].map(x => x.contentDocument)
-                .find(d => d && d.querySelector('#vis svg line'));
-            return h && heat.length >= 3 && f;
-        }""", timeout=120_000)
+        page.locator(".rb-highlight").wait_for(timeout=120_000)
         body = page.inner_text("body")
         assert "misclassified" in body and "What BERT attends to" in body
         assert f"Predicted: {cell['names'][cell['pred']]}" in body
+        assert page.locator("iframe").count() == 0
         shot(page, "error_02_misclassified_review.png", height=4200)
+        open_tab(page, "[CLS] per layer")
+        plot_titled(page, "[CLS] → token attention")
+        assert page.locator(".rb-highlight").count() == 0
+        open_tab(page, "Head view (bertviz)")
+        page.wait_for_function("""() => [...document.querySelectorAll('iframe')]
+            .map(x => x.contentDocument).some(d => d && d.querySelector('#vis svg line'))""",
+                               timeout=120_000)
 
         # label issues (cleanlab)
         open_tab(page, "Label issues")

@@ -106,6 +106,7 @@ def model_view(page) -> None:
     page.locator("textarea").blur()
     page.wait_for_timeout(300)
     page.get_by_role("button", name="Predict").click()
+    page.get_by_role("tab", name="Head view (bertviz)").click(timeout=120_000)
     page.get_by_role("tab", name="Model view (every layer × every head)").click(timeout=120_000)
     page.wait_for_function("""() => [...document.querySelectorAll('iframe')]
         .map(f => f.contentDocument).some(d => d && d.querySelector('#vis svg line')

@@ -29,6 +29,7 @@ import pytest
 from browser_support import (
     ART,
     CHROMIUM,
+    VIEW_NEEDS,
     StreamlitServer,
     caption_with,
     evaluate_data_file,
@@ -189,6 +190,17 @@ def watch(server, tmp_path_factory):
         ctx.close()
 
 
+VIEW_BUILT = """need => {
+    const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(
+        p => p._fullLayout && p._fullData.some(t => t.type === 'heatmap' || t.orientation !== 'h'));
+    if (need.charts && charts.length < need.charts) return false;
+    if (!need.headview) return true;
+    const f = document.querySelector('iframe');
+    return !!(f && f.contentDocument && f.contentDocument.querySelector('#vis svg text'));
+}"""
+"""The open attention view is built (browser_support.VIEW_NEEDS), whatever its tokens."""
+
+
 def rendered_review(page) -> str:
     return norm(page.locator(".rb-highlight").first.inner_text())
 
@@ -228,6 +240,16 @@ def test_predict_page(watch, h):
         assert_shown(page, h)
         # a NUL shows as U+FFFD (highlight.escape_text), not dropped
         assert rendered_review(page).count("\ufffd") == h.text.count("\x00"), h.name
+        # the other attention views are tabs, built when opened: each draws the text's
+        # tokens (Plotly's tick labels, bertviz's SVG), each is scanned
+        for view in list(VIEW_NEEDS)[1:]:
+            open_view(page, view)
+            page.wait_for_function(VIEW_BUILT, arg=VIEW_NEEDS[view], timeout=60_000, polling=200)
+            watch.settle()
+            watch.inert(h)
+        open_view(page, next(iter(VIEW_NEEDS)))       # the next text starts on the highlight
+        page.locator(".rb-highlight").wait_for(timeout=60_000)
+        watch.settle()
     else:
         watch.alert_with(EMPTY_MESSAGES["predict"] if not h.text.strip() else UNREADABLE)
         watch.settle()

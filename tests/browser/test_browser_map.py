@@ -106,11 +106,7 @@ def test_map_tab_in_a_real_browser(server, tmp_path):
 
         # a selected review opens the Errors tab's card, with its nearest reviews
         select_first_row(page)
-        page.wait_for_function("""() => {
-            const heat = [...document.querySelectorAll('.js-plotly-plot')].filter(
-                p => p._fullData && p._fullData.some(t => t.type === 'heatmap'));
-            return document.querySelector('.rb-highlight') && heat.length >= 3;
-        }""", timeout=180_000)
+        page.locator(".rb-highlight").wait_for(timeout=180_000)     # the first attention view
         body = page.inner_text("body")
         assert "What BERT attends to" in body and "Its nearest reviews" in body
         assert "nearest reviews" in body and "Predicted:" in body
