@@ -80,8 +80,10 @@ BASELINE_FLAGS = ("--server.fileWatcherType", "none")
 CPU_REVIEWS = (("excellent", "worthless"), ("sadly", "delighted"), ("frankly", "disappointing"),
                ("initially", "satisfied"))     # first and last words of the CPU-only clicks
 SHORT = "Battery died after two days and support never answered. Poor quality."
-VIEW_REVIEWS = (("truly", "recommendable"), ("clearly", "regrettable"),
+VIEW_REVIEWS = (("truly", "recommendable"), ("notably", "regrettable"),
                 ("perhaps", "unremarkable"))   # the 256-token clicks with another view open
+# Each first word is one wordpiece that the reviews' shared body (long_review) lacks in its
+# first 256 tokens: a chart or head view still showing the previous review cannot hold it.
 
 
 def log(msg: str) -> None:
@@ -139,8 +141,10 @@ def views_of(tree: Path) -> dict:
     """What a click must draw in ``tree``: the open attention view (the highlighted
     review, first of the tabs) since 2026-11-28, all four views one under the other before."""
     from browser_support import ALL_VIEWS, VIEW_NEEDS
-    src = (tree / "reviewbert" / "ui" / "prediction.py").read_text()
-    return VIEW_NEEDS["Highlighted review"] if "ATTENTION_VIEWS" in src else ALL_VIEWS
+    tabs = tree / "reviewbert" / "ui" / "prediction.py"
+    if tabs.exists() and "ATTENTION_VIEWS" in tabs.read_text():
+        return VIEW_NEEDS["Highlighted review"]
+    return ALL_VIEWS
 
 
 LOADED = """() => {

@@ -41,7 +41,8 @@ SAMPLE_NOTE = "sample_note"                # str: why no review could be sampled
 PENDING_REVIEW = "pending_review"          # {"text", "stars", "source"} sent by another page
 PNG = "png"                                # (figure key, PNG bytes) of the rendered heatmap
 PREDICT_VIEW = "predict_view"              # tabs: the open view under the prediction card
-ATTENTION_VIEW = "attention_view"          # tabs: the open attention view (prediction.ATTENTION_VIEWS)
+ATTENTION_VIEW = "attention_view"          # tabs: the open attention view (prediction.ATTENTION_VIEWS);
+                                           # + "_kept": the last one opened (prediction.attention_views)
 SLIDER_CODE = "slider_code"                # bool: cached_model.prefetch_code drew its slider
 
 # --- the Train page -------------------------------------------------------------------
@@ -111,7 +112,7 @@ ERR_SORT = "err_sort"                      # selectbox: browser order
 ERR_SEARCH = "err_search"                  # text_input: text search
 ERR_TABLE = "err_table"                    # prefix: dataframe selection (one key per filter set)
 ERR_HV_WINDOW = "err_hv_window"            # slider: this page's head-view window
-ERR_ATTENTION_VIEW = "err_attention_view"  # tabs: this page's open attention view
+ERR_ATTENTION_VIEW = "err_attention_view"  # tabs: this page's open attention view (+ "_kept")
 ERR_WW_PREFIX = "err_ww"                   # prefix: this page's "Which words mattered?" widgets
 ERR_ATT_RUN = "err_att_run"                # predictions key (str) whose attention pass was asked for
 ERR_ATT_LAYER = "err_att_layer"            # selectbox: layer of the per-rating words
@@ -202,7 +203,7 @@ ERR_BRITTLE_PREFIX = "err_brittle"         # prefix: the Brittleness tab: _n, _m
 # (only the open tab is built). Streamlit drops a widget's state when a run does not
 # draw it; re-assigning it each run keeps it. The What if? editors hold the user's text.
 KEEP_ACROSS_PAGES = (REVIEW_TEXT, SAMPLE_STARS, SAMPLE_WRONG, SHOW_TRIALS, TRAIN_VIEW,
-                     ATTENTION_VIEW, ERR_ATTENTION_VIEW, TRAIN_FILES, LIVE_RUN,
+                     TRAIN_FILES, LIVE_RUN,
                      f"{WHATIF_PREFIX}_editor", f"{ERR_WHATIF_PREFIX}_editor")
 
 

@@ -189,7 +189,7 @@ def test_main_page_in_a_real_browser(browser_page):
     # the same with the head view open
     hv_view = "Head view (bertviz)"
     open_view(page, hv_view)
-    predict(page, SHORT.replace("Battery", "Camera"), view=hv_view)
+    predict(page, "Frankly " + SHORT, view=hv_view)     # "frankly": not in long_review's body
     assert "Showing the whole review" in page.inner_text("body")
     frame_loads, code = [], []  # the head view's iframe fetches its scripts when it is built
     page.on("request", lambda r: (frame_loads if r.url.endswith("/head_view.js") else code)
@@ -264,6 +264,31 @@ def test_predict_clicked_right_after_typing_predicts_what_was_typed(browser_page
             "w => { const h = document.querySelector('.rb-highlight');"
             " return h && h.textContent.includes(w); }", arg=f"{word}end", timeout=30_000)
     assert page.locator("textarea").input_value().endswith("charlieend")
+
+
+def test_a_tab_clicked_while_predict_runs_draws_the_new_review(browser_page):
+    """A user clicks *Predict*, then at once another attention view's tab, while the
+    prediction still runs: that view must open and show the new review. Two ways it was
+    lost, each in 1 of 6 such clicks: the tabs' state put back on every run
+    (state.KEEP_ACROSS_PAGES) undid the click, and a result stored only after the forward
+    pass let the rerun the click caused draw the previous review."""
+    from reviewbert.ui.prediction import ATTENTION_VIEWS
+    page, _, _ = browser_page
+    words = [("surely", "fine"), ("basically", "okay"), ("curiously", "meh"),
+             ("notably", "bad"), ("perhaps", "good"), ("meanwhile", "great"),
+             ("seriously", "awful"), ("frankly", "decent")]
+    for i, (first, last) in enumerate(words):
+        view = ATTENTION_VIEWS[(i + 1) % len(ATTENTION_VIEWS)]
+        text = long_review(first, last)
+        page.locator("textarea").fill(text)
+        page.locator("textarea").blur()
+        page.wait_for_timeout(300)
+        page.get_by_role("button", name="Predict").click()
+        page.wait_for_timeout(60 + 40 * i)      # 60-340 ms: before, during and after the pass
+        open_view(page, view)
+        wait_drawn(page, text, view, timeout=30_000)
+    open_view(page, ATTENTION_VIEWS[0])
+    page.locator(".rb-highlight").wait_for()
 
 
 def test_the_server_rests_between_clicks(server, browser_page):
