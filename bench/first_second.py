@@ -121,8 +121,7 @@ def predict(page, text: str, need, first: str | None = None, timeout=120_000, be
     """Type ``text``, then click Predict: seconds until it is drawn in the views ``need``
     (browser_support.VIEW_NEEDS). ``before()`` runs just before the click (after the rerun
     that typing causes), ``before_typing()`` before the text is typed, to take counters."""
-    from browser_support import DRAWN
-    first, last = first or text.split()[0].lower(), text.split()[-1]
+    from browser_support import wait_drawn
     if before_typing is not None:
         before_typing()
     page.locator("textarea").fill(text)
@@ -133,7 +132,7 @@ def predict(page, text: str, need, first: str | None = None, timeout=120_000, be
         before()
     t0 = time.perf_counter()
     page.get_by_role("button", name="Predict").click()
-    page.wait_for_function(DRAWN, arg=[first, last, need], timeout=timeout, polling="raf")
+    wait_drawn(page, text, need, first, timeout)
     return time.perf_counter() - t0
 
 
