@@ -142,6 +142,46 @@ class StreamlitServer:
                 self.proc.kill()
 
 
+class RunPause:
+    """A test server's runs made slow on demand, as a class's load on two cores makes them:
+    :meth:`env` puts a ``sitecustomize`` on the server's path that makes every
+    ``st.title`` (the Predict page's first element) sleep for as many seconds as the file
+    :attr:`path` holds, or not at all without it. A click made during the pause lands in a
+    run that has started and not yet read the page's widgets below its title."""
+
+    HOOK = """import os, time
+import streamlit as st
+_title = st.title
+def title(*args, **kwargs):
+    out = _title(*args, **kwargs)
+    try:
+        with open(os.environ["REVIEWBERT_TEST_RUN_PAUSE"]) as f:
+            time.sleep(float(f.read()))
+    except (OSError, ValueError):
+        pass
+    return out
+st.title = title
+"""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "sitecustomize.py").write_text(self.HOOK)
+        self.path = self.folder / "pause_s"
+
+    def env(self) -> dict:
+        paths = [str(self.folder), *filter(None, [os.environ.get("PYTHONPATH")])]
+        return {"PYTHONPATH": os.pathsep.join(paths), "REVIEWBERT_TEST_RUN_PAUSE": str(self.path)}
+
+    @contextlib.contextmanager
+    def paused(self, seconds: float):
+        self.path.write_text(str(seconds))
+        try:
+            yield
+        finally:
+            self.path.unlink(missing_ok=True)
+
+
 # ------------------------------------------------------------------ the Error analysis page
 def write_reviews(path: Path, rows) -> Path:
     """A review file (JSON lines: ``review``, ``rating``) from (text, stars) pairs; JSON

@@ -102,6 +102,18 @@ def turn(info: CheckpointInfo):
     return admission.turn(enabled=cached_model.loading(info).ready)
 
 
+def _predict_clicked() -> None:
+    """*Predict* (or Ctrl+Enter in the box), recorded by its callback rather than read from
+    the button in the page's body. A click made elsewhere while the run that carries the
+    click is still drawing the elements above the form (a view's tab, right after
+    *Predict*) makes Streamlit stop that run there and start one without the click: read
+    from the button, the click was lost and the page drew the previous review (4 of 4
+    tab clicks 0.1-0.2 s after *Predict* on a server slowed by 0.4 s a run, as a class's
+    load slows it). A callback runs before the page's body, and its session key outlives
+    a stopped run."""
+    st.session_state[state.RUN_PREDICT] = True
+
+
 def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
     """Sample or paste, then Predict; drawn at once, even while the model loads."""
     if cached_model.loading(info).split_ready():
@@ -135,15 +147,24 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
         st.text_area("Review text", key=state.REVIEW_TEXT, height=160,
                      placeholder="Paste an Amazon review, e.g. “Battery died after a week, "
                                  "support never answered.”")
-        clicked = st.form_submit_button("Predict", type="primary", key="predict_btn")
-    if clicked or st.session_state.pop(state.RUN_PREDICT, False):
+        st.form_submit_button("Predict", type="primary", key="predict_btn",
+                              on_click=_predict_clicked)
+    if st.session_state.get(state.RUN_PREDICT):
         text = st.session_state.get(state.REVIEW_TEXT) or ""
         if not text.strip():
+            st.session_state.pop(state.RUN_PREDICT, None)
             st.session_state.pop(state.RESULT, None)
             st.info("Type or paste a review first (the text box is empty or holds only "
                     "spaces), or press **Sample a review**.")
             return
-        run(cached_model.require_predictor()[1], text, ckpt_key)
+        try:
+            run(cached_model.require_predictor()[1], text, ckpt_key)
+        except Exception:
+            st.session_state.pop(state.RUN_PREDICT, None)    # said once, not on every run
+            raise
+        # Only now: a run stopped before this line (by a click made meanwhile) leaves the
+        # request for the run that click starts.
+        st.session_state.pop(state.RUN_PREDICT, None)
 
 
 def prefetch(info: CheckpointInfo) -> None:
@@ -189,19 +210,12 @@ def _predict(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
 
 
 def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
-    """Predict ``text`` as the session's result. The result is stored before the forward
-    pass: a click made while it runs (a view's tab, right after *Predict*) reruns the page
-    at once, Streamlit stops this run at its next element, and the new run, which no
-    longer carries the click on *Predict*, must still draw this text (the shared cache
-    keeps the pass). Stored after it, that new run drew the previous review: 1 of 6 tab
-    clicks made 0.1 s after *Predict* in Chromium."""
-    previous = st.session_state.get(state.RESULT)
+    """Predict ``text`` as the session's result. A run stopped by a click made during the
+    forward pass leaves ``state.RUN_PREDICT`` set (:func:`input_panel` clears it only
+    after this returns), so the run that click starts predicts again, from the shared
+    cache, rather than drawing the previous review."""
+    _predict(predictor, text, ckpt_key)
     st.session_state[state.RESULT] = {"key": ckpt_key, "input": text}
-    try:
-        _predict(predictor, text, ckpt_key)
-    except Exception:
-        st.session_state[state.RESULT] = previous
-        raise
 
 
 def current(ckpt_key: str):

@@ -32,7 +32,7 @@ PENDING_CHECKPOINT = "pending_checkpoint"  # str path, applied by the frame befo
 # --- the Predict page ----------------------------------------------------------------
 REVIEW_TEXT = "review_text"                # text_area
 TRUTH = "truth"                            # {"text", "stars", "source"} of a sampled review
-RUN_PREDICT = "run_predict"                # bool: predict on this run (sampled / sent)
+RUN_PREDICT = "run_predict"                # bool: predict (clicked, sampled or sent); cleared once done
 RERUN_WHEN_LOADED = "rerun_when_loaded"    # bool: the page drew before the model loaded
 RESULT = "result"                          # {"key", "input"}; the Prediction: predict.shared_prediction
 SAMPLE_STARS = "sample_stars"              # selectbox: true rating filter
