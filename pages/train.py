@@ -13,7 +13,7 @@ st.caption("Fine-tune BERT on review files with the seed report's knobs. Each ru
 root = checkpoints.checkpoints_root()
 state.apply_pending(state.PENDING_TRAIN_VIEW, state.TRAIN_VIEW)
 view = st.radio("View", ["Runs", "New run", "Search"], horizontal=True, key=state.TRAIN_VIEW,
-                label_visibility="collapsed")
+                label_visibility="collapsed", persist_state=state.KEEP)
 
 if view == "Runs":
     train.flash()

@@ -102,7 +102,8 @@ def pick_checkpoint(root: Path) -> CheckpointInfo | None:
     n_trials = catalog.count_trials(infos)
     show_trials = False
     if n_trials:
-        show_trials = st.sidebar.checkbox(f"Show search trials ({n_trials})", key=state.SHOW_TRIALS)
+        show_trials = st.sidebar.checkbox(f"Show search trials ({n_trials})", key=state.SHOW_TRIALS,
+                                           persist_state=state.KEEP)
     items = catalog.entries(infos, show_trials)
     by_path = {e.path: e for e in items}
     _refuse_pending(problems, infos)

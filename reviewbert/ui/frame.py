@@ -48,7 +48,6 @@ def run() -> None:
     nav = st.navigation(pages())
     # style only: takes no space
     st.html(f"<style>{highlight.HIGHLIGHT_CSS}{cached_model.PREFETCH_CSS}</style>")
-    state.keep_widget_state()
     st.sidebar.header("Model")
     device = st.sidebar.empty()
     info = checkpoints.pick_checkpoint(checkpoints.checkpoints_root())

@@ -125,8 +125,9 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
         st.markdown("**Sample a review** — " + source)
         c1, c2, c3 = st.columns([1.2, 1.2, 1])
         c1.selectbox("True rating", [None, 1, 2, 3, 4, 5], key=state.SAMPLE_STARS,
+                     persist_state=state.KEEP,
                              format_func=lambda s: "any" if s is None else "★" * s)
-        c2.checkbox("Only misclassified", key=state.SAMPLE_WRONG,
+        c2.checkbox("Only misclassified", key=state.SAMPLE_WRONG, persist_state=state.KEEP,
                                  help=f"Draws one of the model's mistakes from the Error analysis page's "
                          f"cache when the split was evaluated there; otherwise draws until "
                          f"the model gets one wrong (at most {MISCLASSIFIED_TRIES} tries)")
@@ -144,7 +145,7 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
     # Predict run's own 247 ms. (A fragment around the box alone lost the click that
     # followed the typing: Streamlit's page dropped it while it reran the fragment.)
     with st.form("review_form", border=False):
-        st.text_area("Review text", key=state.REVIEW_TEXT, height=160,
+        st.text_area("Review text", key=state.REVIEW_TEXT, height=160, persist_state=state.KEEP,
                      placeholder="Paste an Amazon review, e.g. “Battery died after a week, "
                                  "support never answered.”")
         st.form_submit_button("Predict", type="primary", key="predict_btn",

@@ -103,8 +103,8 @@ def attention_views(pred: Prediction, c: dict, key: str = state.ATTENTION_VIEW,
     The open tab is kept while another tab of the page is open (Streamlit drops the state
     of a widget that a run does not draw): each run that draws the tabs writes the open
     one into ``key + "_kept"``, and it is put back only when the tabs' own state was
-    dropped. Put back on every run (as state.KEEP_ACROSS_PAGES does), a run still in
-    flight undid a click on another tab: 1 in 6 tab clicks made 0.1 s after *Predict*
+    dropped (tabs have no ``persist_state``, state.KEEP). Put back on every run, a run
+    still in flight undid a click on another tab: 1 in 6 tab clicks made 0.1 s after *Predict*
     in Chromium, none in 18 without it."""
     kept = f"{key}_kept"
     if key not in st.session_state and kept in st.session_state:

@@ -199,19 +199,14 @@ ERR_BRITTLE_PREFIX = "err_brittle"         # prefix: the Brittleness tab: _n, _m
                                            # _method (selectbox), _run (button), _table,
                                            # _flips (dataframes), _hist (chart)
 
-# Widget keys whose values should survive a visit to another page, or to another tab
-# (only the open tab is built). Streamlit drops a widget's state when a run does not
-# draw it; re-assigning it each run keeps it. The What if? editors hold the user's text.
-KEEP_ACROSS_PAGES = (REVIEW_TEXT, SAMPLE_STARS, SAMPLE_WRONG, SHOW_TRIALS, TRAIN_VIEW,
-                     TRAIN_FILES, LIVE_RUN,
-                     f"{WHATIF_PREFIX}_editor", f"{ERR_WHATIF_PREFIX}_editor")
-
-
-def keep_widget_state() -> None:
-    """Called by the frame on every run, before any page: keeps the keys above alive."""
-    for key in KEEP_ACROSS_PAGES:
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]
+KEEP = "session"
+"""``persist_state=KEEP``: the widgets whose values survive a visit to another page or to
+another tab (only the open tab is built): the review box, the sampler's filters, the
+Train page's view, data files and live run, the trials switch and the What if? editors.
+Streamlit's own mechanism. Before it, the frame wrote each of these keys back on every
+run, which made Streamlit send the value to the browser on every run: a draft typed in
+the review box was replaced by the last predicted review as soon as any click reran the
+page (4 of 4 tab clicks in Chromium), and a run still in flight undid a click."""
 
 
 def current_checkpoint():

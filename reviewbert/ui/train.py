@@ -62,8 +62,9 @@ def data_section() -> tuple[list[str], dict]:
     files = datafiles.list_data_files(folder, uploads)
     options = [str(p) for p in files]
     chosen = [p for p in st.session_state.get(state.TRAIN_FILES) or [] if p in options]
-    st.session_state[state.TRAIN_FILES] = chosen
-    st.multiselect("Data files", options, key=state.TRAIN_FILES,
+    if chosen != st.session_state.get(state.TRAIN_FILES, chosen):   # a file went away
+        st.session_state[state.TRAIN_FILES] = chosen
+    st.multiselect("Data files", options, key=state.TRAIN_FILES, persist_state=state.KEEP,
                    format_func=lambda p: Path(p).name + ("  (uploaded)" if Path(p).parent == uploads else ""),
                    help=f"From the data folder `{folder}` (REVIEWBERT_DATA_DIR) and uploads.",
                    placeholder="Choose one or more review files")
@@ -258,7 +259,7 @@ def _live(root: Path) -> None:
     if st.session_state.get(state.LIVE_RUN) not in by_path:
         st.session_state.pop(state.LIVE_RUN, None)
     # labels without the state: a selectbox keeps its first labels while a fragment reruns
-    choice = st.selectbox("Run", paths, key=state.LIVE_RUN,
+    choice = st.selectbox("Run", paths, key=state.LIVE_RUN, persist_state=state.KEEP,
                           format_func=lambda p: str(Path(p).relative_to(root)))
     run_dir = Path(choice)
     status = runs.read_status(run_dir) or {}

@@ -24,7 +24,7 @@ from .. import brittleness, explain, whatif, whatif_figures
 from ..highlight import highlight_html
 from ..inference import MAX_CHARS
 from ..markdown import md_escape
-from . import cached_model
+from . import cached_model, state
 from .prediction import UNREADABLE, show_highlight
 
 COMPARE_CLASS = "rb-compare"     # the two highlighted versions (not rb-highlight / rb-explain)
@@ -72,7 +72,7 @@ def edit_and_compare(predictor, pred, key_prefix: str) -> None:
             st.caption("Copy the review into an editor, change it, and compare both "
                        "predictions word by word.")
             return
-        st.text_area("Edited review", key=editor, height=150,
+        st.text_area("Edited review", key=editor, height=150, persist_state=state.KEEP,
                      help=f"Any text; only its first {MAX_CHARS:,} characters are read.")
         c1, c2 = st.columns([3, 1])
         names = list(explain.METHOD_NAMES)

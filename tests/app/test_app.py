@@ -201,3 +201,24 @@ def test_the_first_element_skips_streamlits_repl_check(monkeypatch):
     frame.skip_repl_check()
     delta_generator._maybe_print_use_warning()
     assert calls == [1]
+
+
+def test_the_review_and_the_sampler_filters_survive_another_page(monkeypatch, ckpt_root):
+    """The review box and the sampler's filters keep their values while the user is on
+    another page (persist_state=state.KEEP: Streamlit drops the state of a widget that a
+    run does not draw); the Train page's view does too."""
+    from reviewbert.ui import state as S
+    at = predict(app(monkeypatch, ckpt_root), "Kept while I look at the Train page. Good.")
+    at.selectbox(key=S.SAMPLE_STARS).set_value(2)
+    at.checkbox(key=S.SAMPLE_WRONG).check()
+    at.run()
+    at.switch_page(S.TRAIN_PAGE).run()
+    assert not at.exception, at.exception
+    at.radio(key=S.TRAIN_VIEW).set_value("Search").run()
+    at.switch_page(S.PREDICT_PAGE).run()
+    assert not at.exception, at.exception
+    assert at.text_area(key=S.REVIEW_TEXT).value == "Kept while I look at the Train page. Good."
+    assert at.selectbox(key=S.SAMPLE_STARS).value == 2
+    assert at.checkbox(key=S.SAMPLE_WRONG).value is True
+    at.switch_page(S.TRAIN_PAGE).run()
+    assert at.radio(key=S.TRAIN_VIEW).value == "Search"

@@ -317,6 +317,27 @@ def test_a_tab_clicked_while_predict_runs_draws_the_new_review(server, browser_p
     page.locator(".rb-highlight").wait_for()
 
 
+def test_a_draft_in_the_review_box_survives_a_click_elsewhere(browser_page):
+    """A review typed but not yet sent stays in the box while the user clicks another
+    view's tab to look at the last prediction first. Before state.KEEP, the frame wrote
+    the box's key back on every run, so Streamlit sent its value to the browser on every
+    run, and the draft was replaced by the last predicted review: 4 of 4 tab clicks,
+    with the box focused or left."""
+    from reviewbert.ui.prediction import ATTENTION_VIEWS
+    page, _, _ = browser_page
+    sent = long_review("beforehand", "sent")
+    predict(page, sent)
+    for i, view in enumerate([ATTENTION_VIEWS[1], ATTENTION_VIEWS[0]]):
+        draft = f"A draft I have not sent yet, number {i}: the screen cracked"
+        page.locator("textarea").fill(draft)
+        if i:
+            page.locator("textarea").blur()
+        open_view(page, view)
+        wait_drawn(page, sent, view, timeout=20_000)
+        page.wait_for_timeout(500)
+        assert page.locator("textarea").input_value() == draft, view
+
+
 def test_the_server_rests_between_clicks(server, browser_page):
     """After a prediction, with the page still open and nothing asked of it, the
     server (started as ``make run`` starts it, with the repo's own config) uses next to no
