@@ -42,8 +42,9 @@ heads: setup browser
 
 # The end-to-end journeys (tests marked `e2e`): the Train, Error analysis, Which words and
 # Map pages driven through in Chromium, a server killed while a run trains, launch / stop /
-# resume / queue on real data, a search launched from the Train page, and the real model
-# fine-tuned and used through the CLI.
+# resume / queue on real data, a search launched from the Train page, the real model
+# fine-tuned and used through the CLI, and the demo in bf16 on 96 reviews (~50 s: bf16
+# without bf16 units; moved out of make test when it reached 14 min 12 s, 2026-11-28).
 # Each took 60-80 s on a 2-core AVX2 CPU, and with them make test took 19 minutes there
 # (11 on an AVX-512 one); CI (.ci/run) runs them after make test. ~5 min on 2 cores.
 .PHONY: e2e
