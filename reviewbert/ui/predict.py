@@ -126,9 +126,9 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
         c1, c2, c3 = st.columns([1.2, 1.2, 1])
         c1.selectbox("True rating", [None, 1, 2, 3, 4, 5], key=state.SAMPLE_STARS,
                      persist_state=state.KEEP,
-                             format_func=lambda s: "any" if s is None else "★" * s)
+                     format_func=lambda s: "any" if s is None else "★" * s)
         c2.checkbox("Only misclassified", key=state.SAMPLE_WRONG, persist_state=state.KEEP,
-                                 help=f"Draws one of the model's mistakes from the Error analysis page's "
+                    help=f"Draws one of the model's mistakes from the Error analysis page's "
                          f"cache when the split was evaluated there; otherwise draws until "
                          f"the model gets one wrong (at most {MISCLASSIFIED_TRIES} tries)")
         c3.button("Sample a review", key="sample_btn", on_click=_sample_clicked,
