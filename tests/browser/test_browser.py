@@ -88,6 +88,17 @@ def predict(page, text: str, timeout=60_000, first: str | None = None,
     return time.perf_counter() - t0
 
 
+def highlight_shown(page) -> None:
+    """The tests that measure the page after a prediction need one highlighted review on
+    screen: the tests before them leave one; run alone, or after one of them failed,
+    predict once here."""
+    if page.locator(".rb-highlight").count() != 1:
+        tab = page.get_by_role("tab", name="Highlighted review", exact=True)
+        if tab.count():
+            tab.click()
+        predict(page, "Rested after one prediction, as a user leaves it. Fine")
+
+
 def head_view(page):
     return page.frame_locator("iframe").first
 
@@ -243,11 +254,7 @@ def test_typing_a_review_sends_nothing_until_predict(browser_page):
     *Predict* is clicked. Outside a form, leaving the box reran the page and sent the views
     again (23.6 kB here, failing this)."""
     page, _, _ = browser_page
-    if page.locator(".rb-highlight").count() != 1:      # run alone, or after a failure
-        tab = page.get_by_role("tab", name="Highlighted review", exact=True)
-        if tab.count():
-            tab.click()
-        predict(page, "Rested after one prediction, as a user leaves it. Fine")
+    highlight_shown(page)
     shown = page.locator(".rb-highlight").inner_text()
     page.wait_for_timeout(1000)
     mark = sum(RECEIVED)
@@ -345,11 +352,7 @@ def test_the_server_rests_between_clicks(server, browser_page):
     prediction on (.streamlit/config.toml says why): ~1,000 ms of CPU a second here."""
     import psutil
     page, _, _ = browser_page
-    if page.locator(".rb-highlight").count() != 1:      # run alone, or after a failure
-        tab = page.get_by_role("tab", name="Highlighted review", exact=True)
-        if tab.count():
-            tab.click()
-        predict(page, "Rested after one prediction, as a user leaves it. Fine")
+    highlight_shown(page)
     proc = psutil.Process(server.proc.pid)
     time.sleep(1.0)
     before, t0 = sum(proc.cpu_times()[:2]), time.perf_counter()

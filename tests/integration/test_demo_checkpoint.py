@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import CHROMIUM, ROOT, StreamlitServer, offline_context, open_view
+from browser_support import CHROMIUM, ROOT, StreamlitServer, offline_context, open_view, wait_drawn
 
 DEMO = ROOT / "checkpoints" / "demo"
 FILES = ["cell_phones_and_accessories_5core_sample.json", "unlocked_mobile_10k.csv",
@@ -133,15 +133,13 @@ def test_fresh_clone_reaches_a_prediction_in_a_browser(tmp_path):
         page.get_by_text("Review text").wait_for(timeout=120_000)
         sidebar = page.inner_text("section[data-testid='stSidebar']")
         assert "demo" in sidebar
-        page.locator("textarea").fill("Terrible charger. It stopped working after one week "
-                                      "and the seller ignored my emails.")
+        text = "Terrible charger. It stopped working after one week and the seller ignored my emails."
+        page.locator("textarea").fill(text)
         page.locator("textarea").blur()
         page.wait_for_timeout(300)
         page.get_by_role("button", name="Predict").click()
         # the first attention view, the highlighted review; then the seed report's heatmap
-        page.wait_for_function(
-            "() => { const h = document.querySelector('.rb-highlight'); "
-            "return h && h.textContent.trim().endsWith('emails.'); }", timeout=120_000)
+        wait_drawn(page, text, timeout=120_000)
         open_view(page, "[CLS] per layer")
         page.wait_for_function(
             "() => [...document.querySelectorAll('.js-plotly-plot')].some(p => p._fullLayout && "
