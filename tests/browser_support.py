@@ -144,23 +144,23 @@ class StreamlitServer:
 
 class RunPause:
     """A test server's runs made slow on demand, as a class's load on two cores makes them:
-    :meth:`env` puts a ``sitecustomize`` on the server's path that makes every
-    ``st.title`` (the Predict page's first element) sleep for as many seconds as the file
-    :attr:`path` holds, or not at all without it. A click made during the pause lands in a
-    run that has started and not yet read the page's widgets below its title."""
+    :meth:`env` puts a ``sitecustomize`` on the server's path that makes every script run,
+    a whole page's or one fragment's, sleep at its start (after the clicks' callbacks,
+    before the first element) for as many seconds as the file :attr:`path` holds, or not
+    at all without it. A click made during the pause lands in a run that has started and
+    not yet read the page's widgets: Streamlit stops it at its first element."""
 
     HOOK = """import os, time
-import streamlit as st
-_title = st.title
-def title(*args, **kwargs):
-    out = _title(*args, **kwargs)
+from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext
+_start = ScriptRunContext.on_script_start
+def on_script_start(self):
+    _start(self)
     try:
         with open(os.environ["REVIEWBERT_TEST_RUN_PAUSE"]) as f:
             time.sleep(float(f.read()))
     except (OSError, ValueError):
         pass
-    return out
-st.title = title
+ScriptRunContext.on_script_start = on_script_start
 """
 
     def __init__(self, folder: Path):

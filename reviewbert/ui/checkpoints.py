@@ -10,7 +10,7 @@ import streamlit as st
 from .. import catalog
 from ..checkpoint import CheckpointInfo, list_checkpoints
 from ..markdown import md_escape
-from . import state
+from . import buttons, state
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_CMD = ("python -m reviewbert train --data ../shared/data/unlocked_mobile_10k.csv "
@@ -129,7 +129,7 @@ def training_guide(root: Path) -> None:
     st.info("**No trained checkpoint yet.** ReviewBERT needs a fine-tuned model to "
             "predict ratings and show attention. Train one on the **Train** page (a few "
             "minutes on a CPU with a small cap per class); it then appears in the sidebar.")
-    if st.button("Open the training page", key="guide_to_train", type="primary"):
+    if buttons.button(st, "Open the training page", key="guide_to_train", type="primary"):
         st.switch_page(state.TRAIN_PAGE)
     st.markdown("Or run from the repository root:")
     st.code(TRAIN_CMD + " --max-per-class 200 --epochs 1", language="bash")

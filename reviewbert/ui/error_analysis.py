@@ -28,7 +28,17 @@ from ..checkpoint import list_checkpoints, load_checkpoint
 from ..device import resolve_precision
 from ..markdown import md_code
 from ..report import CLEAN_CAVEAT, METRIC_NAMES, ReportInputs, build_report, fmt_metric
-from . import cached_model, checkpoints, explanations, prediction, review_picker, slice_filter, state, whatif
+from . import (
+    buttons,
+    cached_model,
+    checkpoints,
+    explanations,
+    prediction,
+    review_picker,
+    slice_filter,
+    state,
+    whatif,
+)
 from .review_picker import Choice, PickerKeys, StreamlitProgress
 from .review_picker import seconds_text as _seconds
 
@@ -94,7 +104,7 @@ def evaluation(info, choice: Choice):
                 f"checkpoint yet. One batched pass takes about {_seconds(n / EXPECTED_RATE)} on "
                 "a 2-core CPU; the predictions are then saved beside the checkpoint, so the next "
                 "visit (and `python -m reviewbert evaluate`) reads them instead.")
-        if st.button(f"Evaluate {n:,} reviews", type="primary", key="err_evaluate"):
+        if buttons.button(st, f"Evaluate {n:,} reviews", type="primary", key="err_evaluate"):
             st.session_state[state.ERR_RUN] = choice.key
             st.rerun()
         return None
@@ -276,7 +286,7 @@ def review(preds, predictor, row: int):
         return
     prediction.prediction_card(pred, stars, f"{describe((preds.meta.get('data') or {}).get('source') or {})}"
                                    f", row {row}")
-    if st.button("Open this review on the Predict page", key="err_send"):
+    if buttons.button(st, "Open this review on the Predict page", key="err_send"):
         state.send_review(text, stars, "error analysis")
         st.switch_page(state.PREDICT_PAGE)
     st.header("What BERT attends to")
@@ -317,7 +327,7 @@ def label_issues(preds) -> None:
         st.markdown(f"**Given {r['given rating']}, predicted {r['predicted']}** "
                     f"(label quality {r['label quality']:.3f})")
         st.text(r["text"])
-        if st.button("Open this review on the Predict page", key="err_issue_send"):
+        if buttons.button(st, "Open this review on the Predict page", key="err_issue_send"):
             state.send_review(r["text"], int(preds.frame["stars"].iloc[int(r["row"])]), "label issue")
             st.switch_page(state.PREDICT_PAGE)
 
@@ -372,7 +382,7 @@ def _word_attention_if_ready(preds, predictor):
             progress.close()
     st.info(f"This needs one more batched pass over the {preds.n:,} reviews, with attention "
             "weights (about twice as long as the evaluation); it is cached with the predictions.")
-    if st.button("Compute per-rating attention", type="primary", key="err_att_button"):
+    if buttons.button(st, "Compute per-rating attention", type="primary", key="err_att_button"):
         st.session_state[state.ERR_ATT_RUN] = _key(preds)
         st.rerun()
     return None
@@ -407,8 +417,8 @@ def compare_section(preds, info, choice: Choice) -> None:
         if st.session_state.get(state.ERR_COMPARE_RUN) == run_key:
             preds_b = _evaluate(other, choice, f"Evaluating {other.name}")
         else:
-            if st.button(f"Evaluate {other.name} on these {preds.n:,} reviews",
-                         key="err_compare_button"):
+            if buttons.button(st, f"Evaluate {other.name} on these {preds.n:,} reviews",
+                                  key="err_compare_button"):
                 st.session_state[state.ERR_COMPARE_RUN] = run_key
                 st.rerun()
             return
@@ -479,7 +489,7 @@ def exports(preds, info, predictor):
     if built and built[0] == _key(preds):
         st.download_button("Download the report", built[1], "error_analysis.html", "text/html",
                            key="err_dl_report", on_click="ignore")
-    elif st.button("Build the HTML report", key="err_build_report"):
+    elif buttons.button(st, "Build the HTML report", key="err_build_report"):
         with st.spinner("Building the report…"):
             st.session_state[state.ERR_REPORT] = (_key(preds), build_report(
                 report_inputs(preds, info, predictor)))
@@ -496,8 +506,8 @@ def exports(preds, info, predictor):
     if png and png[0] == f"{_key(preds)}:{name}":
         c2.download_button("PNG", png[1], f"{name}.png", "image/png", key="err_dl_png",
                            on_click="ignore")
-    elif c2.button("Render PNG", key="err_make_png",
-                   help="Rendered with kaleido in a headless Chromium (a few seconds)"):
+    elif buttons.button(c2, "Render PNG", key="err_make_png",
+                            help="Rendered with kaleido in a headless Chromium (a few seconds)"):
         try:
             with st.spinner("Rendering PNG…"):
                 st.session_state[state.ERR_PNG] = (f"{_key(preds)}:{name}", prediction._png_bytes(fig))

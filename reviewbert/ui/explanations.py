@@ -17,6 +17,7 @@ import streamlit as st
 
 from .. import explain, explain_figures
 from ..highlight import highlight_html
+from . import buttons
 from .prediction import show_highlight, token_chart
 
 ROW_CLASS = "rb-explain"   # the highlighted rows (not "rb-highlight": that is the page's view)
@@ -91,11 +92,12 @@ def which_words_mattered(predictor, pred, key_prefix: str = "ww", controls: dict
         slot = st.empty()   # the button, then a line in its place: nothing below moves up
         if grads is None:
             guess = explain.GRADIENT_RATE.estimate(pred.n_tokens, explain.gradient_passes(steps))
-            if slot.button(f"Add the gradient methods ({explain.fmt_seconds(guess)})",
-                         key=f"{key_prefix}_run",
-                         help=f"Gradient × input and Integrated Gradients ({steps} steps): about "
-                              f"{explain.gradient_passes(steps)} forward + backward passes of the model "
-                              f"over {pred.n_tokens} tokens. The views above do not wait for them."):
+            if buttons.button(slot, f"Add the gradient methods ({explain.fmt_seconds(guess)})",
+                                  key=f"{key_prefix}_run",
+                                  help=f"Gradient × input and Integrated Gradients ({steps} steps): "
+                                       f"about {explain.gradient_passes(steps)} forward + backward passes "
+                                       f"of the model over {pred.n_tokens} tokens. The views above do not "
+                                       "wait for them."):
                 try:
                     with st.spinner(f"Integrated Gradients, {steps} steps…"):
                         grads = explain.run_gradient_methods(predictor, pred, steps)
@@ -116,11 +118,11 @@ def _perturbation(predictor, pred, cache: dict, key_prefix: str) -> list:
     if cache["perturbation"] is None:
         passes = explain.perturbation_passes(len(pred.words))
         guess = explain.PERTURBATION_RATE.estimate(pred.n_tokens, passes)
-        if not slot.button(f"Add LIME and occlusion ({explain.fmt_seconds(guess)})",
-                           key=f"{key_prefix}_perturb",
-                           help=f"LIME: {explain.LIME_SAMPLES} copies of the review with words "
-                                f"deleted; occlusion: each of the {len(pred.words)} words deleted "
-                                "in turn. Forward passes only, batched."):
+        if not buttons.button(slot, f"Add LIME and occlusion ({explain.fmt_seconds(guess)})",
+                                    key=f"{key_prefix}_perturb",
+                                    help=f"LIME: {explain.LIME_SAMPLES} copies of the review with words "
+                                         f"deleted; occlusion: each of the {len(pred.words)} words deleted "
+                                         "in turn. Forward passes only, batched."):
             return []
         try:
             with st.spinner("LIME and occlusion…"):

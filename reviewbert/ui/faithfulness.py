@@ -11,6 +11,7 @@ import streamlit as st
 
 from .. import explain, explain_figures, faithfulness
 from ..examples import builtin_examples
+from . import buttons
 from .cached_model import load_test_reviews, mtime
 from .explanations import IG_STEPS_HELP
 
@@ -67,7 +68,7 @@ def faithfulness_section(predictor, info, key_prefix: str = "faith"):
                         "explains every review, then each ranking is tested by deleting and "
                         f"keeping words ({', '.join(map(str, faithfulness.KS))} %), against "
                         f"{faithfulness.RANDOM_DRAWS} random rankings.")
-            clicked = st.button(f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run")
+            clicked = buttons.button(st, f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run")
         if clicked:
             intro.empty()
             bar = st.progress(0.0, text="Starting…")

@@ -11,9 +11,10 @@ reruns, so the page is drawn inside the frame from then on.
 from __future__ import annotations
 
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 from .. import allocator, heap, highlight
-from . import cached_model, checkpoints, state
+from . import buttons, cached_model, checkpoints, state
 
 _FRAME_RAN = "_frame_ran"
 
@@ -55,11 +56,18 @@ def run() -> None:
     with device.container():        # the checkpoint's load (a thread, held until the page is drawn)
         job = cached_model.load_status(info)
     st.session_state[_FRAME_RAN] = True
+    clicks = buttons.pending()
+    stopped_for_newer = False
     try:
         nav.run()
-    finally:                    # also after st.stop() or st.rerun()
+    except RerunException:      # a newer run replaces this one (or st.rerun()): it reads the clicks
+        stopped_for_newer = True
+        raise
+    finally:                    # also after st.stop(), st.rerun() or an error
         cached_model.release(job)
         heap.freeze_if_imported()
+        if not stopped_for_newer:
+            buttons.forget_unread(clicks)
 
 
 def require() -> None:

@@ -19,7 +19,7 @@ from ..analysis.sources import describe
 from ..device import cpu_threads, threads_beside_training
 from ..head_roles import ROLES, STAT_LABELS
 from ..runs import device_busy
-from . import checkpoints, review_picker, state
+from . import buttons, checkpoints, review_picker, state
 from .review_picker import Choice, PickerKeys, StreamlitProgress, seconds_text
 
 TABS = ("Importance", "Pruning", "Roles", "Fine-tuning")
@@ -77,7 +77,7 @@ def analysis(info, predictor, choice: Choice, reviews: list):
                 f"{seconds_text(passes / EXPECTED_RATE)} on a 2-core CPU; the result is then "
                 "saved beside the checkpoint, so the next visit (and `python -m reviewbert "
                 "heads`) reads it instead.")
-        if st.button(f"Analyse the heads on {n:,} reviews", type="primary", key="heads_analyse"):
+        if buttons.button(st, f"Analyse the heads on {n:,} reviews", type="primary", key="heads_analyse"):
             st.session_state[state.HEADS_RUN] = key
             st.rerun()
         return None

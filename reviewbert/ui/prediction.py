@@ -13,7 +13,7 @@ from .. import attention, figures, headview, highlight
 from ..headview import MAX_TOKENS as HV_MAX
 from ..headview import last_window_start
 from ..inference import Prediction
-from . import cached_model, state
+from . import buttons, cached_model, state
 
 # The Predict page's tabs under the prediction card; only the open one is built.
 VIEWS = ("What BERT attends to", "Which words mattered?", "Its nearest reviews", "What if?")
@@ -267,8 +267,8 @@ def downloads(pred: Prediction, fig):
         if png and png[0] == key:
             st.download_button("Heatmap PNG", png[1], "cls_attention.png", "image/png",
                                key="dl_png", on_click="ignore")
-        elif st.button("Render heatmap PNG", key="make_png",
-                       help="Rendered with kaleido in a headless Chromium (a few seconds)"):
+        elif buttons.button(st, "Render heatmap PNG", key="make_png",
+                                help="Rendered with kaleido in a headless Chromium (a few seconds)"):
             try:
                 with st.spinner("Rendering PNG…"):
                     st.session_state[state.PNG] = (key, _png_bytes(fig))

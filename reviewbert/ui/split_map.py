@@ -22,7 +22,7 @@ from ..analysis.intervals import metric_intervals
 from ..device import cpu_threads, threads_for_one_review
 from ..markdown import md_escape
 from ..report import METRIC_NAMES, fmt_metric
-from . import cached_model, error_analysis, nearest_reviews, state
+from . import buttons, cached_model, error_analysis, nearest_reviews, state
 from .nearest_reviews import PREVIEW
 
 TABS = ("Map", "Drivers", "Slices")
@@ -65,7 +65,7 @@ def vectors(preds, info, predictor, spec=None, *, ask: bool = True):
     st.info(f"These predictions have no {spec.label(embeddings.n_layers_of(model))} stored yet "
             "(they were cached before the map existed, or another vector is chosen). One "
             f"batched pass over the {preds.n:,} reviews computes them; they are then kept.")
-    if st.button("Compute the sentence vectors", type="primary", key="map_vectors_button"):
+    if buttons.button(st, "Compute the sentence vectors", type="primary", key="map_vectors_button"):
         st.session_state[state.MAP_RUN] = run_key
         st.rerun()
     return None, spec
@@ -122,7 +122,7 @@ def _projection(preds, vecs, name: str, method: str, dims: int):
     st.info(f"UMAP of {preds.n:,} reviews takes about {max(5, preds.n / UMAP_RATE):.0f} s on a "
             "2-core CPU (plus ~20 s the first time umap-learn compiles in a fresh install); "
             "it is cached.")
-    if st.button(f"Compute UMAP {dims}-D", type="primary", key="map_umap_button"):
+    if buttons.button(st, f"Compute UMAP {dims}-D", type="primary", key="map_umap_button"):
         st.session_state[state.MAP_RUN] = f"umap:{name}:{dims}:{preds.n}"
         with st.spinner("UMAP…"):
             return projection_mod.project(vecs, "umap", dims, folder=folder, vectors_name=name)
@@ -265,7 +265,7 @@ def _save_selection(preds, rows) -> None:
         c1, c2 = st.columns([3, 1])
         name = c1.text_input("Save this selection as a slice", key=state.MAP_SLICE_NAME,
                              placeholder="e.g. short 3-star cluster", max_chars=200)
-        if c2.form_submit_button("Save slice"):
+        if buttons.form_submit(c2, "Save slice", key="map_save_btn"):
             _save(preds, name, slices_mod.SliceSpec(rows=tuple(int(r) for r in rows)),
                   state.MAP_FLASH)
             st.rerun()
@@ -365,7 +365,7 @@ def _drivers_if_ready(preds, predictor):
         c2.info(f"{have:,} of these {sample:,} reviews are explained. The rest take about "
                 f"{error_analysis._seconds(left)} on this CPU (Integrated Gradients, batched; "
                 "saved as it goes, so stopping loses little).")
-        if c2.button(f"Explain {sample - have:,} reviews", type="primary", key="drv_button"):
+        if buttons.button(c2, f"Explain {sample - have:,} reviews", type="primary", key="drv_button"):
             st.session_state[state.DRV_RUN] = run_key
             st.rerun()
         if cached is None:
@@ -458,7 +458,7 @@ def slice_view(preds, spec, flagged, *, save: bool = True) -> None:
             c1, c2 = st.columns([3, 1])
             name = c1.text_input("Name", key=state.SLC_NAME, max_chars=200,
                                  placeholder="e.g. long earphone reviews")
-            if c2.form_submit_button("Save slice"):
+            if buttons.form_submit(c2, "Save slice", key="slc_save_btn"):
                 _save(preds, name, spec, "slc_flash")
                 st.rerun()
     if n:
@@ -499,6 +499,6 @@ def _saved_view(preds, flagged) -> None:
         slice_view(preds, saved[name], flagged, save=False)
     except slices_mod.SliceError as e:
         st.warning(md_escape(str(e)))
-    if st.button("Delete this slice", key="slc_delete"):
+    if buttons.button(st, "Delete this slice", key="slc_delete"):
         slices_mod.delete_slice(preds.folder, name)
         st.rerun()

@@ -15,7 +15,7 @@ import streamlit as st
 
 from .. import config, experiments, jobs, runs, search, search_figures, seed_grid
 from ..errors import ConfigError
-from . import config_form, prediction, state, train
+from . import buttons, config_form, prediction, state, train
 
 DEFAULT_ROWS = [{"hyperparameter": "lr_bert", "values": "1e-5, 5e-5"},
                 {"hyperparameter": "lr_classifier", "values": "1e-3, 1e-2"}]
@@ -74,8 +74,8 @@ def search_section(root: Path) -> None:
     c1, c2 = st.columns([3, 1])
     name = c1.text_input("Search name (its folder)", key=state.SEARCH_FIELD + "name",
                          value=jobs.suggest_name(root, "search"))
-    if c2.button("Launch search", type="primary", key="search_btn",
-                 disabled=spec is None or bool(errors)):
+    if buttons.button(c2, "Launch search", type="primary", key="search_btn",
+                          disabled=spec is None or bool(errors)):
         try:
             folder = jobs.check_name(root, name)
             runs.launch("search", spec.to_args(), folder, queue=True, log_name="search.log")
@@ -123,9 +123,9 @@ def _preset_box() -> None:
         max_length = c3.number_input("Budget: max length (tokens)", 8, 512, 128, step=16,
                                      key=state.SEED_BUDGET + "max_length")
         st.caption(seed_grid.describe(int(epochs)))
-        if c4.button("Fill the form", key="seed_preset_btn", type="secondary",
-                     help="Sets the searched rows, epochs, cap per class, max length, weight "
-                          "decay and LR step; everything else in the form stays"):
+        if buttons.button(c4, "Fill the form", key="seed_preset_btn", type="secondary",
+                              help="Sets the searched rows, epochs, cap per class, max length, weight "
+                                   "decay and LR step; everything else in the form stays"):
             st.session_state[state.PENDING_SEARCH_PRESET] = {
                 "epochs": int(epochs), "max_per_class": int(per_class),
                 "max_length": int(max_length)}
@@ -203,7 +203,7 @@ def _progress(info: dict, status: dict, group: list[Path]) -> None:
     if best:
         params = ", ".join(f"{k}={v}" for k, v in best["params"].items())
         st.markdown(f"Best so far: trial {best['number']} ({params}): {best['value']:.4f}")
-    if status.get("state") in train.ACTIVE and st.button("Stop search", key=f"stop_{group[0].name}"):
+    if status.get("state") in train.ACTIVE and buttons.button(st, "Stop search", key=f"stop_{group[0].name}"):
         for d in group:
             runs.stop_run(d)
 
@@ -269,8 +269,8 @@ def _export(figs: dict, folder: Path, signature: tuple) -> None:
     if png and png[0] == key:
         c3.download_button("PNG", png[1], f"{folder.name}_{name}.png", "image/png",
                            key="search_dl_png", on_click="ignore")
-    elif c3.button("Render PNG", key="search_make_png",
-                   help="Rendered with kaleido in a headless Chromium (a few seconds)"):
+    elif buttons.button(c3, "Render PNG", key="search_make_png",
+                            help="Rendered with kaleido in a headless Chromium (a few seconds)"):
         try:
             with st.spinner("Rendering PNG…"):
                 st.session_state[state.SEARCH_PNG] = (key, prediction._png_bytes(fig))

@@ -24,7 +24,7 @@ from .. import brittleness, explain, whatif, whatif_figures
 from ..highlight import highlight_html
 from ..inference import MAX_CHARS
 from ..markdown import md_escape
-from . import cached_model, state
+from . import buttons, cached_model, state
 from .prediction import UNREADABLE, show_highlight
 
 COMPARE_CLASS = "rb-compare"     # the two highlighted versions (not rb-highlight / rb-explain)
@@ -80,7 +80,7 @@ def edit_and_compare(predictor, pred, key_prefix: str) -> None:
                               format_func=explain.LABELS.get, key=f"{key_prefix}_method",
                               help="Attention × value norm is instant; the gradient and "
                                    "deletion methods take seconds on long reviews.")
-        clicked = c2.button("Compare", type="primary", key=f"{key_prefix}_compare")
+        clicked = buttons.button(c2, "Compare", type="primary", key=f"{key_prefix}_compare")
         if clicked or s.pop("auto", False):
             _compare(predictor, pred, st.session_state.get(editor) or "", method, s)
         cmp = s["cmp"]
@@ -228,7 +228,7 @@ def counterfactual_section(predictor, pred, key_prefix: str) -> None:
             guess = SECONDS_PER_TOKEN[0] * pred.n_tokens
             when = f" (about {guess:.1f} s)" if guess else ""
             slot = st.empty()      # the button, gone once it has done its work
-            if not slot.button(f"Find counterfactuals{when}", key=f"{key_prefix}_cf_run"):
+            if not buttons.button(slot, f"Find counterfactuals{when}", key=f"{key_prefix}_cf_run"):
                 return
             slot.empty()
             found = s["cf"][method] = _find(predictor, pred, method)
@@ -389,7 +389,7 @@ def brittleness_tab(predictor, info, reviews, source: str, weights: str,
     result = brittleness.load_run(brittleness.cache_paths(info.path, key)[0])
     if result is None:
         slot = st.empty()
-        if not slot.button(f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run"):
+        if not buttons.button(slot, f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run"):
             earlier = brittleness.list_runs(info.path, weights)
             if earlier:
                 st.caption(f"{len(earlier)} earlier run(s) of this checkpoint are cached; "

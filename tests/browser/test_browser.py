@@ -295,7 +295,7 @@ def test_a_tab_clicked_while_predict_runs_draws_the_new_review(server, browser_p
     longer carries the click on *Predict*. Read from the button in the page's body, the
     click was lost whenever the tab's click came before the run had reached the form; the
     page drew the previous review (CI failed on it once, on an unslowed server). Here each
-    run pauses 0.5 s after the page's title (RunPause, as a class's load slows a run), and
+    run pauses 0.5 s at its start (RunPause, as a class's load slows a run), and
     the tab is clicked 0.08-0.9 s after *Predict*: in the pause, during the forward pass
     and after it. With the click read from the button, the one at 200 ms was lost in each
     of two runs."""

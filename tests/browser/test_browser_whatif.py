@@ -13,6 +13,7 @@ from test_browser_hostile import SCAN, fragments, norm
 from browser_support import (
     ART,
     CHROMIUM,
+    RunPause,
     StreamlitServer,
     caption_with,
     evaluate_data_file,
@@ -47,13 +48,16 @@ def page(tmp_path_factory):
     env = {"REVIEWBERT_CHECKPOINTS": str(root / "ckpts"), "REVIEWBERT_DATA_DIR": str(data.parent),
            "REVIEWBERT_UPLOADS_DIR": str(root / "uploads"), "OMP_NUM_THREADS": "1"}
     dialogs, errors = [], []
-    with StreamlitServer(env, ART / "streamlit_whatif.log") as srv, sync_playwright() as p:
+    pause = RunPause(root / "run-pause")
+    with StreamlitServer({**env, **pause.env()}, ART / "streamlit_whatif.log") as srv, \
+            sync_playwright() as p:
         ctx, blocked = offline_context(p, tmp_path_factory.mktemp("chromium-profile"))
         pg = ctx.new_page()
         pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         pg.on("pageerror", lambda e: errors.append(str(e)))
         pg.goto(srv.url)
         pg.get_by_text("Review text").wait_for(timeout=90_000)
+        pg.pause = pause
         yield pg, blocked, dialogs, errors
         ctx.close()
 
@@ -151,6 +155,45 @@ def hostile_edit(pg, name: str):
     if name == "script tag":
         pg.get_by_text("The edit:").scroll_into_view_if_needed()
         shot(pg, "whatif_03_hostile_edit.png", height=2000)
+
+
+def test_compare_then_a_click_elsewhere_still_compares(page):
+    """A user clicks *Compare*, then at once a widget outside What if? (here the sampler's
+    "Only misclassified"), while the run that carries the click has not yet reached the
+    button: the comparison must still be drawn.
+
+    Streamlit stops the fragment's run at its first element and starts a whole page's
+    run for the other widget, which does not carry the click. Read from the button, the
+    click was lost and the diff kept the previous edit (reviewbert/ui/buttons.py records
+    it in the button's callback instead). Every run pauses 0.5 s at its start (RunPause,
+    as a class's load slows a run); the other widget is clicked 0.1-0.45 s after
+    *Compare*, inside that pause."""
+    pg, blocked, dialogs, errors = page
+    if not pg.get_by_role("textbox", name="Edited review").is_visible():
+        pg.get_by_role("button", name="Edit and compare").click()
+        pg.get_by_role("textbox", name="Edited review").wait_for(timeout=60_000)
+    elsewhere = pg.get_by_text("Only misclassified")
+    with pg.pause.paused(0.5):
+        for word, delay in [("good", 100), ("fair", 250), ("solid", 450)]:
+            edit = REVIEW.replace(UP, word)
+            box = pg.get_by_role("textbox", name="Edited review")
+            box.fill(edit)
+            box.blur()
+            settle(pg)
+            pg.get_by_role("button", name="Compare", exact=True).click()
+            pg.wait_for_timeout(delay)
+            elsewhere.click()
+            try:
+                pg.wait_for_function("t => { const d = document.querySelector("
+                                     "'.rb-diff:not(.rb-cf) .rb-added'); return d && "
+                                     "d.textContent === t; }", arg=word,
+                                     timeout=20_000)
+            except Exception:
+                pytest.fail(f"'Only misclassified' clicked {delay} ms after Compare: the diff "
+                            f"still shows {edit_text(pg)!r}, not the edit {edit!r}")
+            settle(pg)
+            assert norm(edit_text(pg)) == norm(edit)
+    assert dialogs == [] and errors == []
 
 
 def test_brittleness_tab(page):

@@ -1,0 +1,114 @@
+"""reviewbert/ui/buttons.py: a click recorded by its callback is read once, by the run it
+started or by the run that replaced it, and is dropped rather than fired later.
+
+A run that Streamlit stops for a newer one leaves the session's state as the button's
+callback left it; these tests start from that state (``state.CLICKS`` set as the callback
+sets it) and run the script as the replacing run does. The race itself, in a browser, is
+tests/browser/test_browser_whatif.py::test_compare_then_a_click_elsewhere_still_compares.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+from reviewbert.ui import buttons
+from reviewbert.ui import state as S
+
+APP = str(Path(__file__).resolve().parents[2] / "app.py")
+
+
+def _script():
+    import streamlit as st
+
+    from reviewbert.ui import buttons
+    clicks = buttons.pending()
+    if st.session_state.get("draw", True):
+        if buttons.button(st, "Go", key="go", disabled=st.session_state.get("disabled", False)):
+            st.session_state["fired"] = st.session_state.get("fired", 0) + 1
+    st.write(f"fired {st.session_state.get('fired', 0)}")
+    buttons.forget_unread(clicks)   # the frame's last step (reviewbert/ui/frame.py)
+
+
+def script(**session) -> AppTest:
+    at = AppTest.from_function(_script, default_timeout=30)
+    for k, v in session.items():
+        at.session_state[k] = v
+    return at
+
+
+def fired(at) -> int:
+    assert not at.exception, at.exception
+    return int(at.markdown[-1].value.split()[-1])
+
+
+def test_a_click_fires_once():
+    at = script().run()
+    assert fired(at) == 0
+    at.button(key="go").click().run()
+    assert fired(at) == 1
+    at.run()
+    assert fired(at) == 1, "the click fired again in a later run"
+    assert not at.session_state[S.CLICKS]
+
+
+def test_a_click_whose_run_was_stopped_is_read_by_the_next_run_once():
+    at = script(**{S.CLICKS: {"go": None}}).run()
+    assert fired(at) == 1
+    at.run()
+    assert fired(at) == 1
+
+
+def test_a_click_not_read_by_a_whole_run_is_dropped_not_fired_later():
+    """The user left the page, or the button is no longer drawn: the run ends, the click
+    goes, and drawing the button again does not fire it."""
+    at = script(**{S.CLICKS: {"go": None}, "draw": False}).run()
+    assert fired(at) == 0
+    assert not at.session_state[S.CLICKS]
+    at.session_state["draw"] = True
+    at.run()
+    assert fired(at) == 0
+
+
+def test_a_disabled_button_drops_its_click():
+    at = script(**{S.CLICKS: {"go": None}, "disabled": True}).run()
+    assert fired(at) == 0
+    at.session_state["disabled"] = False
+    at.run()
+    assert fired(at) == 0
+
+
+def test_a_fragments_click_is_read_by_the_whole_run_that_replaced_it_soon_after():
+    at = script(**{S.CLICKS: {"go": time.monotonic()}}).run()
+    assert fired(at) == 1
+    stale = time.monotonic() - buttons.FRAGMENT_CLICK_S - 1
+    at = script(**{S.CLICKS: {"go": stale}}).run()
+    assert fired(at) == 0
+
+
+def test_a_fragments_run_reads_only_its_own_click(monkeypatch):
+    """A click a fragment's run recorded and did not read (its button was not drawn then)
+    is not fired by a later run of that fragment."""
+    monkeypatch.setattr(buttons, "_fragment_run", lambda: True)
+    at = script(**{S.CLICKS: {"go": time.monotonic()}}).run()
+    assert fired(at) == 0
+    at.button(key="go").click().run()
+    assert fired(at) == 1
+
+
+def test_the_frame_reads_a_recorded_click_and_drops_the_unread(monkeypatch, tmp_path):
+    """Through the app's frame: on the first-run guide (no checkpoint), a recorded click
+    on "Open the training page" opens it; a click on a button the page does not draw is
+    gone once the run has ended."""
+    monkeypatch.setenv("REVIEWBERT_CHECKPOINTS", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    assert not at.exception, at.exception
+    assert not at.get("radio") or all(r.key != S.TRAIN_VIEW for r in at.radio)
+    at.session_state[S.CLICKS] = {"launch_btn": None}
+    at.run()
+    assert not at.session_state[S.CLICKS]
+    at.session_state[S.CLICKS] = {"guide_to_train": None}
+    at.run()
+    assert not at.exception, at.exception
+    assert any(r.key == S.TRAIN_VIEW for r in at.radio), "the Train page did not open"
