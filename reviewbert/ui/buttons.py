@@ -23,6 +23,15 @@ reads it within FRAGMENT_CLICK_S (the run that stopped it: a tab clicked right a
 a later run of that fragment. A click stopped by another click in the same fragment is
 still lost, as before.
 
+A run that Streamlit stops for a newer one ends in a RerunException: the app's
+``.streamlit/config.toml`` turns Streamlit's fast reruns off, which instead stopped the
+old run with a StopException, the same as ``st.stop()``, in a thread of its own beside the
+new run's.
+
+A click read ``until_done`` (work that can be done again: a comparison, an explanation)
+stays recorded until :func:`doing` around its work ends, so a run stopped during that work
+leaves it to the run that replaced it.
+
 The Predict button keeps its own request, ``state.RUN_PREDICT``, which sampling and
 other pages set too and which is cleared only once the prediction is stored
 (reviewbert/ui/predict.py).
@@ -30,6 +39,7 @@ other pages set too and which is cleared only once the prediction is stored
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from typing import Any, Callable
 
 import streamlit as st
@@ -56,26 +66,49 @@ def _clicked(key: str, on_click: Callable | None, args: tuple, kwargs: dict) -> 
         on_click(*args, **kwargs)
 
 
-def _read(key: str, clicked: bool, disabled: bool) -> bool:
+def _read(key: str, clicked: bool, disabled: bool, until_done: bool = False) -> bool:
     """``clicked`` (Streamlit's trigger, this run's own click) or a recorded click that
-    this run may read, which is dropped either way."""
+    this run may read; the record is dropped, unless this run reads it ``until_done``."""
     pending = st.session_state.get(state.CLICKS)
     if not pending or key not in pending:
         return clicked and not disabled
-    at = pending.pop(key)
+    at = pending[key]
     recorded = at is None or (not _fragment_run() and time.monotonic() - at <= FRAGMENT_CLICK_S)
-    return (clicked or recorded) and not disabled
+    read = (clicked or recorded) and not disabled
+    if not (read and until_done):
+        del pending[key]
+    return read
 
 
-def button(where: Any, label: str, *, key: str, on_click: Callable | None = None,
-           args: tuple = (), kwargs: dict | None = None, **options) -> bool:
+def button(where: Any, label: str, *, key: str, until_done: bool = False,
+           on_click: Callable | None = None, args: tuple = (), kwargs: dict | None = None,
+           **options) -> bool:
     """``where.button(label, key=key, ...)`` (``where``: ``st``, a column, an
     ``st.empty()`` slot): True once per click, in the run that reads it, even if the run
     the click started was stopped before it reached this line. A button drawn disabled
-    drops a click recorded before it was disabled."""
+    drops a click recorded before it was disabled.
+
+    ``until_done``: for work that can be done again (a comparison, an explanation): the
+    click is kept until :func:`doing` around that work ends, so that a run stopped during
+    the work (another click) leaves it to the run that replaced it, which does the work
+    again."""
     clicked = where.button(label, key=key, on_click=_clicked,
                            args=(key, on_click, args, kwargs or {}), **options)
-    return _read(key, clicked, options.get("disabled", False))
+    return _read(key, clicked, options.get("disabled", False), until_done)
+
+
+@contextmanager
+def doing(key: str):
+    """Around the work of a button read ``until_done``: its click is dropped when the work
+    ends, or fails with an error; a run stopped during it for a newer one (Streamlit's
+    RerunException, not an ``Exception``) leaves the click for that run."""
+    clicks = pending()      # held: dropping the click must not be a read of the session state
+    try:
+        yield
+    except Exception:
+        clicks.pop(key, None)
+        raise
+    clicks.pop(key, None)
 
 
 def form_submit(where: Any, label: str, *, key: str, on_click: Callable | None = None,

@@ -97,6 +97,49 @@ def test_a_fragments_run_reads_only_its_own_click(monkeypatch):
     assert fired(at) == 1
 
 
+def _work_script():
+    import streamlit as st
+
+    from reviewbert.ui import buttons
+    clicks = buttons.pending()
+    if buttons.button(st, "Go", key="go", until_done=True):
+        with buttons.doing("go"):
+            starts = st.session_state["starts"] = st.session_state.get("starts", 0) + 1
+            if starts == st.session_state.get("stop_at", 0):
+                st.rerun()      # the run stopped during the work, as a newer click stops it
+            if starts == st.session_state.get("fail_at", 0):
+                raise ValueError("the work failed")
+            st.session_state["done"] = st.session_state.get("done", 0) + 1
+    st.write(f"{st.session_state.get('starts', 0)} {st.session_state.get('done', 0)}")
+    buttons.forget_unread(clicks)
+
+
+def starts_done(at) -> tuple[int, int]:
+    return tuple(int(n) for n in at.markdown[-1].value.split())
+
+
+def test_work_stopped_midway_is_done_again_by_the_next_run_then_the_click_goes():
+    at = AppTest.from_function(_work_script, default_timeout=30)
+    at.session_state["stop_at"] = 1
+    at.run()
+    at.button(key="go").click().run()
+    assert not at.exception, at.exception
+    assert starts_done(at) == (2, 1), "the stopped work was not done again"
+    at.run()
+    assert starts_done(at) == (2, 1), "the click fired again after its work was done"
+
+
+def test_work_that_fails_drops_its_click():
+    at = AppTest.from_function(_work_script, default_timeout=30)
+    at.session_state["fail_at"] = 1
+    at.run()
+    at.button(key="go").click().run()
+    assert at.exception
+    at.run()
+    assert not at.exception, at.exception
+    assert starts_done(at) == (1, 0)
+
+
 def test_the_frame_reads_a_recorded_click_and_drops_the_unread(monkeypatch, tmp_path):
     """Through the app's frame: on the first-run guide (no checkpoint), a recorded click
     on "Open the training page" opens it; a click on a button the page does not draw is

@@ -167,7 +167,10 @@ def test_compare_then_a_click_elsewhere_still_compares(page):
     click was lost and the diff kept the previous edit (reviewbert/ui/buttons.py records
     it in the button's callback instead). Every run pauses 0.5 s at its start (RunPause,
     as a class's load slows a run); the other widget is clicked 0.1-0.45 s after
-    *Compare*, inside that pause."""
+    *Compare*: inside that pause, or (the server's start of a run takes ~0.1 s more on a
+    loaded CPU) while the comparison is computed, which the new run then does again
+    (``until_done``). CI, on the first version of this fix, lost the 250 ms click: with
+    Streamlit's fast reruns, the stopped run's thread went on beside the new one."""
     pg, blocked, dialogs, errors = page
     if not pg.get_by_role("textbox", name="Edited review").is_visible():
         pg.get_by_role("button", name="Edit and compare").click()
