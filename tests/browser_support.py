@@ -147,14 +147,20 @@ class RunPause:
     :meth:`env` puts a ``sitecustomize`` on the server's path that makes every script run,
     a whole page's or one fragment's, sleep at its start (after the clicks' callbacks,
     before the first element) for as many seconds as the file :attr:`path` holds, or not
-    at all without it. A click made during the pause lands in a run that has started and
-    not yet read the page's widgets: Streamlit stops it at its first element."""
+    at all without it, and count the runs (:meth:`runs`). A click made during the pause
+    lands in a run that has started and not yet read the page's widgets: Streamlit stops
+    it at its first element."""
 
     HOOK = """import os, time
 from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext
 _start = ScriptRunContext.on_script_start
 def on_script_start(self):
     _start(self)
+    try:
+        with open(os.environ["REVIEWBERT_TEST_RUN_PAUSE"] + ".runs", "a") as f:
+            f.write("r")
+    except OSError:
+        pass
     try:
         with open(os.environ["REVIEWBERT_TEST_RUN_PAUSE"]) as f:
             time.sleep(float(f.read()))
@@ -172,6 +178,21 @@ ScriptRunContext.on_script_start = on_script_start
     def env(self) -> dict:
         paths = [str(self.folder), *filter(None, [os.environ.get("PYTHONPATH")])]
         return {"PYTHONPATH": os.pathsep.join(paths), "REVIEWBERT_TEST_RUN_PAUSE": str(self.path)}
+
+    def runs(self) -> int:
+        """How many script runs have started (their callbacks done) since the server started."""
+        try:
+            return len((self.folder / "pause_s.runs").read_text())
+        except OSError:
+            return 0
+
+    def wait_run_after(self, runs: int, timeout_s: float = 10.0) -> None:
+        """Until a run has started after ``runs`` (:meth:`runs` before a click)."""
+        deadline = time.monotonic() + timeout_s
+        while self.runs() <= runs:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no script run started within {timeout_s} s")
+            time.sleep(0.01)
 
     @contextlib.contextmanager
     def paused(self, seconds: float):

@@ -10,27 +10,23 @@ the page's body, though, so :func:`button` records the click there, under
 ``state.CLICKS``, and the body reads it from there: in the run the click started,
 or in the one that replaced it if that run was stopped first.
 
-A recorded click lives until the body reads it, or until the end of the next run that
-was not stopped for a newer one (:func:`forget_unread`, the frame's last step): a click
-whose page the user left before it was read, or whose button is no longer drawn, is
-dropped rather than fired later, when the page draws that button again.
+A recorded click is read once, within CLICK_S of the click, by the
+run it started, or the one that replaced it. It is dropped rather than fired later:
+after CLICK_S, and at the end of any run of the whole page that returned normally (the
+frame's last step, :func:`forget_unread`), so a click whose page the user left, or whose
+button is no longer drawn, does not fire when the page draws that button again.
 
-A run of one fragment (a button inside ``st.fragment``) does not end in the frame, so
-its clicks are kept more narrowly: such a run reads only the click it carries itself
-(Streamlit's own trigger), and a recorded one is read only by a whole page's run that
-reads it within FRAGMENT_CLICK_S (the run that stopped it: a tab clicked right after
-*Compare*). A fragment's button that was not drawn when clicked is thus never fired by
-a later run of that fragment. A click stopped by another click in the same fragment is
-still lost, as before.
+Streamlit's fast reruns (its default, kept in ``.streamlit/config.toml``) stop the old
+run's thread with a StopException, the same exception as ``st.stop()``, while the new
+run starts in a thread beside it: a run that ends in any exception therefore leaves its
+unread clicks to CLICK_S. A click made before the run it starts has begun at all (a
+second click within a few milliseconds) is dropped by Streamlit itself.
 
-A run that Streamlit stops for a newer one ends in a RerunException: the app's
-``.streamlit/config.toml`` turns Streamlit's fast reruns off, which instead stopped the
-old run with a StopException, the same as ``st.stop()``, in a thread of its own beside the
-new run's.
-
-A click read ``until_done`` (work that can be done again: a comparison, an explanation)
-stays recorded until :func:`doing` around its work ends, so a run stopped during that work
-leaves it to the run that replaced it.
+A run of one fragment (a button inside ``st.fragment``) reads only the click it carries
+itself (Streamlit's trigger); a click such a run recorded is read by the whole page's
+run that replaced it (a tab clicked right after *Compare*). A fragment's button that was
+not drawn when clicked is thus never fired by a later run of that fragment. A click
+stopped by another click in the same fragment is still lost, as before.
 
 The Predict button keeps its own request, ``state.RUN_PREDICT``, which sampling and
 other pages set too and which is cleared only once the prediction is stored
@@ -39,7 +35,6 @@ other pages set too and which is cleared only once the prediction is stored
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
 from typing import Any, Callable
 
 import streamlit as st
@@ -47,9 +42,9 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from . import state
 
-FRAGMENT_CLICK_S = 10.0
-"""How long a click recorded by a fragment's run waits for the whole page's run that
-replaced it (a run on a 2-core server serving a class: p95 1.3 s, bench/load.py)."""
+CLICK_S = 5.0
+"""How long a recorded click waits for the run that replaced the one it started (a run on
+a 2-core server serving a class: p95 1.3-1.9 s, bench/load.py)."""
 
 
 def _fragment_run() -> bool:
@@ -60,55 +55,31 @@ def _fragment_run() -> bool:
 
 def _clicked(key: str, on_click: Callable | None, args: tuple, kwargs: dict) -> None:
     """The button's callback: the click recorded, then the caller's own callback."""
-    # None: recorded by a whole page's run; else when a fragment's run recorded it
-    pending()[key] = time.monotonic() if _fragment_run() else None
+    pending()[key] = (time.monotonic(), _fragment_run())
     if on_click is not None:
         on_click(*args, **kwargs)
 
 
-def _read(key: str, clicked: bool, disabled: bool, until_done: bool = False) -> bool:
+def _read(key: str, clicked: bool, disabled: bool) -> bool:
     """``clicked`` (Streamlit's trigger, this run's own click) or a recorded click that
-    this run may read; the record is dropped, unless this run reads it ``until_done``."""
+    this run may read; the record is dropped either way."""
     pending = st.session_state.get(state.CLICKS)
     if not pending or key not in pending:
         return clicked and not disabled
-    at = pending[key]
-    recorded = at is None or (not _fragment_run() and time.monotonic() - at <= FRAGMENT_CLICK_S)
-    read = (clicked or recorded) and not disabled
-    if not (read and until_done):
-        del pending[key]
-    return read
+    at, by_fragment = pending.pop(key)
+    recorded = time.monotonic() - at <= CLICK_S and not (by_fragment and _fragment_run())
+    return (clicked or recorded) and not disabled
 
 
-def button(where: Any, label: str, *, key: str, until_done: bool = False,
-           on_click: Callable | None = None, args: tuple = (), kwargs: dict | None = None,
-           **options) -> bool:
+def button(where: Any, label: str, *, key: str, on_click: Callable | None = None,
+           args: tuple = (), kwargs: dict | None = None, **options) -> bool:
     """``where.button(label, key=key, ...)`` (``where``: ``st``, a column, an
     ``st.empty()`` slot): True once per click, in the run that reads it, even if the run
     the click started was stopped before it reached this line. A button drawn disabled
-    drops a click recorded before it was disabled.
-
-    ``until_done``: for work that can be done again (a comparison, an explanation): the
-    click is kept until :func:`doing` around that work ends, so that a run stopped during
-    the work (another click) leaves it to the run that replaced it, which does the work
-    again."""
+    drops a click recorded before it was disabled."""
     clicked = where.button(label, key=key, on_click=_clicked,
                            args=(key, on_click, args, kwargs or {}), **options)
-    return _read(key, clicked, options.get("disabled", False), until_done)
-
-
-@contextmanager
-def doing(key: str):
-    """Around the work of a button read ``until_done``: its click is dropped when the work
-    ends, or fails with an error; a run stopped during it for a newer one (Streamlit's
-    RerunException, not an ``Exception``) leaves the click for that run."""
-    clicks = pending()      # held: dropping the click must not be a read of the session state
-    try:
-        yield
-    except Exception:
-        clicks.pop(key, None)
-        raise
-    clicks.pop(key, None)
+    return _read(key, clicked, options.get("disabled", False))
 
 
 def form_submit(where: Any, label: str, *, key: str, on_click: Callable | None = None,
@@ -129,5 +100,5 @@ def pending() -> dict:
 
 def forget_unread(clicks: dict) -> None:
     """Drop the clicks no run has read (``clicks``: :func:`pending`): the frame's last
-    step of a run that was not stopped for a newer one."""
+    step of a whole page's run that returned normally."""
     clicks.clear()

@@ -93,14 +93,13 @@ def which_words_mattered(predictor, pred, key_prefix: str = "ww", controls: dict
         if grads is None:
             guess = explain.GRADIENT_RATE.estimate(pred.n_tokens, explain.gradient_passes(steps))
             if buttons.button(slot, f"Add the gradient methods ({explain.fmt_seconds(guess)})",
-                                  key=f"{key_prefix}_run", until_done=True,
+                                  key=f"{key_prefix}_run",
                                   help=f"Gradient × input and Integrated Gradients ({steps} steps): "
                                        f"about {explain.gradient_passes(steps)} forward + backward passes "
                                        f"of the model over {pred.n_tokens} tokens. The views above do not "
                                        "wait for them."):
                 try:
-                    with buttons.doing(f"{key_prefix}_run"), \
-                            st.spinner(f"Integrated Gradients, {steps} steps…"):
+                    with st.spinner(f"Integrated Gradients, {steps} steps…"):
                         grads = explain.run_gradient_methods(predictor, pred, steps)
                         cache["gradient"][steps] = grads
                 except Exception as e:  # noqa: BLE001 - say why, keep the attention methods
@@ -120,13 +119,13 @@ def _perturbation(predictor, pred, cache: dict, key_prefix: str) -> list:
         passes = explain.perturbation_passes(len(pred.words))
         guess = explain.PERTURBATION_RATE.estimate(pred.n_tokens, passes)
         if not buttons.button(slot, f"Add LIME and occlusion ({explain.fmt_seconds(guess)})",
-                                    key=f"{key_prefix}_perturb", until_done=True,
+                                    key=f"{key_prefix}_perturb",
                                     help=f"LIME: {explain.LIME_SAMPLES} copies of the review with words "
                                          f"deleted; occlusion: each of the {len(pred.words)} words deleted "
                                          "in turn. Forward passes only, batched."):
             return []
         try:
-            with buttons.doing(f"{key_prefix}_perturb"), st.spinner("LIME and occlusion…"):
+            with st.spinner("LIME and occlusion…"):
                 cache["perturbation"] = explain.run_perturbation_methods(predictor, pred)
         except Exception as e:  # noqa: BLE001 - say why, keep the other methods
             st.warning(f"LIME and occlusion failed on this model: {type(e).__name__}: {e}")

@@ -11,7 +11,6 @@ reruns, so the page is drawn inside the frame from then on.
 from __future__ import annotations
 
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
 
 from .. import allocator, heap, highlight
 from . import buttons, cached_model, checkpoints, state
@@ -57,17 +56,14 @@ def run() -> None:
         job = cached_model.load_status(info)
     st.session_state[_FRAME_RAN] = True
     clicks = buttons.pending()
-    stopped_for_newer = False
     try:
         nav.run()
-    except RerunException:      # a newer run replaces this one (or st.rerun()): it reads the clicks
-        stopped_for_newer = True
-        raise
     finally:                    # also after st.stop(), st.rerun() or an error
         cached_model.release(job)
         heap.freeze_if_imported()
-        if not stopped_for_newer:
-            buttons.forget_unread(clicks)
+    # Only a run that returned: a run stopped for a newer one ends in an exception (its
+    # unread clicks are the newer run's to read), and so does one that called st.stop().
+    buttons.forget_unread(clicks)
 
 
 def require() -> None:

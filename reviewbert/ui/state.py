@@ -28,7 +28,7 @@ CHECKPOINT = "checkpoint"                  # selectbox: str path of the chosen c
 CHECKPOINT_INFO = "checkpoint_info"        # CheckpointInfo of it (None: there is none)
 SHOW_TRIALS = "show_trials"                # checkbox: list every search trial too
 PENDING_CHECKPOINT = "pending_checkpoint"  # str path, applied by the frame before drawing
-CLICKS = "clicks"                          # {button key: None or time}: unread clicks (ui/buttons.py)
+CLICKS = "clicks"                          # {key: (time, by a fragment?)}: unread clicks (ui/buttons.py)
 
 # --- the Predict page ----------------------------------------------------------------
 REVIEW_TEXT = "review_text"                # text_area

@@ -80,11 +80,9 @@ def edit_and_compare(predictor, pred, key_prefix: str) -> None:
                               format_func=explain.LABELS.get, key=f"{key_prefix}_method",
                               help="Attention × value norm is instant; the gradient and "
                                    "deletion methods take seconds on long reviews.")
-        clicked = buttons.button(c2, "Compare", type="primary", key=f"{key_prefix}_compare",
-                                 until_done=True)
+        clicked = buttons.button(c2, "Compare", type="primary", key=f"{key_prefix}_compare")
         if clicked or s.pop("auto", False):
-            with buttons.doing(f"{key_prefix}_compare"):
-                _compare(predictor, pred, st.session_state.get(editor) or "", method, s)
+            _compare(predictor, pred, st.session_state.get(editor) or "", method, s)
         cmp = s["cmp"]
         if cmp is not None and cmp.after_scores is not None and cmp.after_scores.method != method:
             _compare(predictor, pred, cmp.after.text, method, s, record=False)
@@ -230,12 +228,10 @@ def counterfactual_section(predictor, pred, key_prefix: str) -> None:
             guess = SECONDS_PER_TOKEN[0] * pred.n_tokens
             when = f" (about {guess:.1f} s)" if guess else ""
             slot = st.empty()      # the button, gone once it has done its work
-            if not buttons.button(slot, f"Find counterfactuals{when}", key=f"{key_prefix}_cf_run",
-                                  until_done=True):
+            if not buttons.button(slot, f"Find counterfactuals{when}", key=f"{key_prefix}_cf_run"):
                 return
             slot.empty()
-            with buttons.doing(f"{key_prefix}_cf_run"):
-                found = s["cf"][method] = _find(predictor, pred, method)
+            found = s["cf"][method] = _find(predictor, pred, method)
         _show_counterfactuals(predictor, pred, found, key_prefix, s)
     section()
 

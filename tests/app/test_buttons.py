@@ -3,7 +3,8 @@ started or by the run that replaced it, and is dropped rather than fired later.
 
 A run that Streamlit stops for a newer one leaves the session's state as the button's
 callback left it; these tests start from that state (``state.CLICKS`` set as the callback
-sets it) and run the script as the replacing run does. The race itself, in a browser, is
+sets it: the click's time, and whether a fragment's run recorded it) and run the script
+as the replacing run does. The race itself, in a browser, is
 tests/browser/test_browser_whatif.py::test_compare_then_a_click_elsewhere_still_compares.
 """
 from __future__ import annotations
@@ -38,6 +39,11 @@ def script(**session) -> AppTest:
     return at
 
 
+def now(by_fragment: bool = False, age: float = 0.0) -> tuple[float, bool]:
+    """A recorded click, as the button's callback records it, ``age`` seconds ago."""
+    return time.monotonic() - age, by_fragment
+
+
 def fired(at) -> int:
     assert not at.exception, at.exception
     return int(at.markdown[-1].value.split()[-1])
@@ -54,7 +60,7 @@ def test_a_click_fires_once():
 
 
 def test_a_click_whose_run_was_stopped_is_read_by_the_next_run_once():
-    at = script(**{S.CLICKS: {"go": None}}).run()
+    at = script(**{S.CLICKS: {"go": now()}}).run()
     assert fired(at) == 1
     at.run()
     assert fired(at) == 1
@@ -63,7 +69,7 @@ def test_a_click_whose_run_was_stopped_is_read_by_the_next_run_once():
 def test_a_click_not_read_by_a_whole_run_is_dropped_not_fired_later():
     """The user left the page, or the button is no longer drawn: the run ends, the click
     goes, and drawing the button again does not fire it."""
-    at = script(**{S.CLICKS: {"go": None}, "draw": False}).run()
+    at = script(**{S.CLICKS: {"go": now()}, "draw": False}).run()
     assert fired(at) == 0
     assert not at.session_state[S.CLICKS]
     at.session_state["draw"] = True
@@ -72,86 +78,54 @@ def test_a_click_not_read_by_a_whole_run_is_dropped_not_fired_later():
 
 
 def test_a_disabled_button_drops_its_click():
-    at = script(**{S.CLICKS: {"go": None}, "disabled": True}).run()
+    at = script(**{S.CLICKS: {"go": now()}, "disabled": True}).run()
     assert fired(at) == 0
     at.session_state["disabled"] = False
     at.run()
     assert fired(at) == 0
 
 
-def test_a_fragments_click_is_read_by_the_whole_run_that_replaced_it_soon_after():
-    at = script(**{S.CLICKS: {"go": time.monotonic()}}).run()
+def test_a_click_is_read_only_within_click_s():
+    """The run stopped by a fast rerun ends in an exception, like one that called
+    st.stop(): its unread clicks are dropped by age, not by the frame."""
+    at = script(**{S.CLICKS: {"go": now(age=buttons.CLICK_S - 1)}}).run()
     assert fired(at) == 1
-    stale = time.monotonic() - buttons.FRAGMENT_CLICK_S - 1
-    at = script(**{S.CLICKS: {"go": stale}}).run()
+    at = script(**{S.CLICKS: {"go": now(age=buttons.CLICK_S + 1)}}).run()
     assert fired(at) == 0
+
+
+def test_a_fragments_click_is_read_by_the_whole_run_that_replaced_it():
+    at = script(**{S.CLICKS: {"go": now(by_fragment=True)}}).run()
+    assert fired(at) == 1
 
 
 def test_a_fragments_run_reads_only_its_own_click(monkeypatch):
     """A click a fragment's run recorded and did not read (its button was not drawn then)
     is not fired by a later run of that fragment."""
     monkeypatch.setattr(buttons, "_fragment_run", lambda: True)
-    at = script(**{S.CLICKS: {"go": time.monotonic()}}).run()
+    at = script(**{S.CLICKS: {"go": now(by_fragment=True)}}).run()
     assert fired(at) == 0
     at.button(key="go").click().run()
     assert fired(at) == 1
 
 
-def _work_script():
-    import streamlit as st
-
-    from reviewbert.ui import buttons
-    clicks = buttons.pending()
-    if buttons.button(st, "Go", key="go", until_done=True):
-        with buttons.doing("go"):
-            starts = st.session_state["starts"] = st.session_state.get("starts", 0) + 1
-            if starts == st.session_state.get("stop_at", 0):
-                st.rerun()      # the run stopped during the work, as a newer click stops it
-            if starts == st.session_state.get("fail_at", 0):
-                raise ValueError("the work failed")
-            st.session_state["done"] = st.session_state.get("done", 0) + 1
-    st.write(f"{st.session_state.get('starts', 0)} {st.session_state.get('done', 0)}")
-    buttons.forget_unread(clicks)
-
-
-def starts_done(at) -> tuple[int, int]:
-    return tuple(int(n) for n in at.markdown[-1].value.split())
-
-
-def test_work_stopped_midway_is_done_again_by_the_next_run_then_the_click_goes():
-    at = AppTest.from_function(_work_script, default_timeout=30)
-    at.session_state["stop_at"] = 1
-    at.run()
-    at.button(key="go").click().run()
-    assert not at.exception, at.exception
-    assert starts_done(at) == (2, 1), "the stopped work was not done again"
-    at.run()
-    assert starts_done(at) == (2, 1), "the click fired again after its work was done"
-
-
-def test_work_that_fails_drops_its_click():
-    at = AppTest.from_function(_work_script, default_timeout=30)
-    at.session_state["fail_at"] = 1
-    at.run()
-    at.button(key="go").click().run()
-    assert at.exception
-    at.run()
-    assert not at.exception, at.exception
-    assert starts_done(at) == (1, 0)
-
-
 def test_the_frame_reads_a_recorded_click_and_drops_the_unread(monkeypatch, tmp_path):
     """Through the app's frame: on the first-run guide (no checkpoint), a recorded click
-    on "Open the training page" opens it; a click on a button the page does not draw is
-    gone once the run has ended."""
-    monkeypatch.setenv("REVIEWBERT_CHECKPOINTS", str(tmp_path))
+    on "Open the training page" opens it; on the Train page, whose run returns, a click
+    on a button the page does not draw is gone once the run has ended. (The guide's run
+    ends in st.stop(): its unread clicks wait out CLICK_S instead.)"""
+    monkeypatch.setenv("REVIEWBERT_CHECKPOINTS", str(tmp_path / "ckpts"))
+    monkeypatch.setenv("REVIEWBERT_QUEUE_DIR", str(tmp_path / "queue"))
+    monkeypatch.setenv("REVIEWBERT_UPLOADS_DIR", str(tmp_path / "uploads"))
+    (tmp_path / "ckpts").mkdir()
     at = AppTest.from_file(APP, default_timeout=120).run()
     assert not at.exception, at.exception
-    assert not at.get("radio") or all(r.key != S.TRAIN_VIEW for r in at.radio)
-    at.session_state[S.CLICKS] = {"launch_btn": None}
-    at.run()
-    assert not at.session_state[S.CLICKS]
-    at.session_state[S.CLICKS] = {"guide_to_train": None}
+    assert all(r.key != S.TRAIN_VIEW for r in at.radio)
+    at.session_state[S.CLICKS] = {"guide_to_train": now()}
     at.run()
     assert not at.exception, at.exception
     assert any(r.key == S.TRAIN_VIEW for r in at.radio), "the Train page did not open"
+    at.session_state[S.CLICKS] = {"err_evaluate": now()}
+    at.run()
+    assert not at.exception, at.exception
+    assert not at.session_state[S.CLICKS]
