@@ -92,13 +92,15 @@ def form_submit(where: Any, label: str, *, key: str, on_click: Callable | None =
 
 
 def pending() -> dict:
-    """The session's recorded clicks: the frame holds this dict from its start, because
-    after ``st.stop()`` the session's state can no longer be read (every read raises
-    Streamlit's StopException again)."""
+    """The session's recorded clicks ({key: (time.monotonic(), by a fragment's run)})."""
     return st.session_state.setdefault(state.CLICKS, {})
 
 
-def forget_unread(clicks: dict) -> None:
-    """Drop the clicks no run has read (``clicks``: :func:`pending`): the frame's last
-    step of a whole page's run that returned normally."""
-    clicks.clear()
+def forget_unread(clicks: dict, recorded_before: float) -> None:
+    """Drop the clicks no run has read that were recorded before ``recorded_before`` (the
+    start of the frame's run; ``clicks``: :func:`pending`): the frame's last step of a
+    whole page's run that returned normally. A click recorded since then belongs to a
+    newer run: under fast reruns that run's thread starts beside this one, and its
+    callbacks may record a click while this one is finishing."""
+    for key in [k for k, (at, _) in clicks.items() if at < recorded_before]:
+        clicks.pop(key, None)

@@ -10,6 +10,8 @@ reruns, so the page is drawn inside the frame from then on.
 """
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from .. import allocator, heap, highlight
@@ -55,7 +57,7 @@ def run() -> None:
     with device.container():        # the checkpoint's load (a thread, held until the page is drawn)
         job = cached_model.load_status(info)
     st.session_state[_FRAME_RAN] = True
-    clicks = buttons.pending()
+    clicks, started = buttons.pending(), time.monotonic()
     try:
         nav.run()
     finally:                    # also after st.stop(), st.rerun() or an error
@@ -63,7 +65,7 @@ def run() -> None:
         heap.freeze_if_imported()
     # Only a run that returned: a run stopped for a newer one ends in an exception (its
     # unread clicks are the newer run's to read), and so does one that called st.stop().
-    buttons.forget_unread(clicks)
+    buttons.forget_unread(clicks, recorded_before=started)
 
 
 def require() -> None:

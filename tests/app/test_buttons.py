@@ -21,15 +21,17 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
 
 def _script():
+    import time
+
     import streamlit as st
 
     from reviewbert.ui import buttons
-    clicks = buttons.pending()
+    clicks, started = buttons.pending(), time.monotonic()
     if st.session_state.get("draw", True):
         if buttons.button(st, "Go", key="go", disabled=st.session_state.get("disabled", False)):
             st.session_state["fired"] = st.session_state.get("fired", 0) + 1
     st.write(f"fired {st.session_state.get('fired', 0)}")
-    buttons.forget_unread(clicks)   # the frame's last step (reviewbert/ui/frame.py)
+    buttons.forget_unread(clicks, started)   # the frame's last step (reviewbert/ui/frame.py)
 
 
 def script(**session) -> AppTest:
@@ -75,6 +77,14 @@ def test_a_click_not_read_by_a_whole_run_is_dropped_not_fired_later():
     at.session_state["draw"] = True
     at.run()
     assert fired(at) == 0
+
+
+def test_the_end_of_a_run_keeps_a_click_recorded_after_it_started():
+    """Under fast reruns a newer run's thread records its click beside the run that is
+    finishing: that run's end must not drop it."""
+    clicks = {"old": now(age=2.0), "new": now()}
+    buttons.forget_unread(clicks, recorded_before=time.monotonic() - 1.0)
+    assert list(clicks) == ["new"]
 
 
 def test_a_disabled_button_drops_its_click():
