@@ -63,12 +63,21 @@ def _clicked(key: str, on_click: Callable | None, args: tuple, kwargs: dict) -> 
 def _read(key: str, clicked: bool, disabled: bool) -> bool:
     """``clicked`` (Streamlit's trigger, this run's own click) or a recorded click that
     this run may read; the record is dropped either way."""
-    pending = st.session_state.get(state.CLICKS)
-    if not pending or key not in pending:
+    clicks = st.session_state.get(state.CLICKS)
+    if not clicks or key not in clicks:
         return clicked and not disabled
-    at, by_fragment = pending.pop(key)
+    at, by_fragment = clicks.pop(key)
     recorded = time.monotonic() - at <= CLICK_S and not (by_fragment and _fragment_run())
     return (clicked or recorded) and not disabled
+
+
+def _drawn(draw: Callable, label: str, key: str, on_click: Callable | None, args: tuple,
+           kwargs: dict | None, options: dict) -> bool:
+    """``draw`` (a ``button`` or ``form_submit_button`` method) with the recording callback,
+    then the click read."""
+    clicked = draw(label, key=key, on_click=_clicked, args=(key, on_click, args, kwargs or {}),
+                   **options)
+    return _read(key, clicked, options.get("disabled", False))
 
 
 def button(where: Any, label: str, *, key: str, on_click: Callable | None = None,
@@ -77,18 +86,14 @@ def button(where: Any, label: str, *, key: str, on_click: Callable | None = None
     ``st.empty()`` slot): True once per click, in the run that reads it, even if the run
     the click started was stopped before it reached this line. A button drawn disabled
     drops a click recorded before it was disabled."""
-    clicked = where.button(label, key=key, on_click=_clicked,
-                           args=(key, on_click, args, kwargs or {}), **options)
-    return _read(key, clicked, options.get("disabled", False))
+    return _drawn(where.button, label, key, on_click, args, kwargs, options)
 
 
 def form_submit(where: Any, label: str, *, key: str, on_click: Callable | None = None,
                 args: tuple = (), kwargs: dict | None = None, **options) -> bool:
     """The same for a form's submit button (the form's values are already in the
     session's state, a stopped run or not)."""
-    clicked = where.form_submit_button(label, key=key, on_click=_clicked,
-                                       args=(key, on_click, args, kwargs or {}), **options)
-    return _read(key, clicked, options.get("disabled", False))
+    return _drawn(where.form_submit_button, label, key, on_click, args, kwargs, options)
 
 
 def pending() -> dict:
