@@ -199,7 +199,10 @@ class RawAttention:
     def __init__(self, layer: int | None = None, head: int | None = None):
         self.layer, self.head = layer, head  # layer None: the last one
 
-    def run(self, predictor, pred) -> TokenScores:
+    def cost(self, pred) -> int:
+        return 0    # reads the Prediction's attentions: no pass of the model
+
+    def run(self, predictor, pred, progress=None) -> TokenScores:
         t0 = time.perf_counter()
         layer = pred.num_layers - 1 if self.layer is None else self.layer
         scores = attention.word_scores(pred, layer, self.head)
@@ -241,7 +244,10 @@ class Rollout:
     def __init__(self, residual: float = 0.5):
         self.residual = residual
 
-    def run(self, predictor, pred) -> TokenScores:
+    def cost(self, pred) -> int:
+        return 0
+
+    def run(self, predictor, pred, progress=None) -> TokenScores:
         t0 = time.perf_counter()
         row = rollout(pred.attentions, self.residual, row=attention.CLS_ROW)
         return _result(self, pred, word_shares(row, pred), row,
@@ -324,7 +330,10 @@ class ValueNorm:
     def __init__(self, layer: int | None = None, head: int | None = None):
         self.layer, self.head = layer, head
 
-    def run(self, predictor, pred) -> TokenScores:
+    def cost(self, pred) -> int:
+        return 0    # the value vectors are the kept ones, or one pass of its layers
+
+    def run(self, predictor, pred, progress=None) -> TokenScores:
         t0 = time.perf_counter()
         layer = pred.num_layers - 1 if self.layer is None else self.layer
         row = value_norms(predictor.model, token_ids(predictor, pred), pred.attentions,
@@ -347,28 +356,35 @@ class _WordEmbedding(torch.nn.Module):
         return torch.nn.functional.embedding(ids, self.table)
 
 
-def _log_prob_fn(logits_of, emb: _WordEmbedding):
-    """ids → log p(class) through ``logits_of(word embeddings)``."""
+def _log_prob_fn(logits_of, emb: _WordEmbedding, progress=None):
+    """ids → log p(class) through ``logits_of(word embeddings)``; ``progress(n)`` with the
+    wordpieces of each batch once the model has read them."""
     def forward(ids: torch.Tensor) -> torch.Tensor:
         # One review per row, all of one length: no padding, so no attention mask.
-        return torch.log_softmax(logits_of(emb(ids)).float(), dim=-1)
+        out = torch.log_softmax(logits_of(emb(ids)).float(), dim=-1)
+        if progress is not None:
+            progress(int(ids.numel()))
+        return out
     return forward
 
 
-def _gradient_setup(predictor, pred):
+def _gradient_setup(predictor, pred, progress=None):
     """(ids → log p, the private embedding module Captum hooks, ids [1, T])."""
     emb = _WordEmbedding(predictor.model.get_input_embeddings().weight)
     ids = torch.tensor([token_ids(predictor, pred)], dtype=torch.long, device=emb.table.device)
-    return _log_prob_fn(predictor.embedded_logits, emb), emb, ids
+    return _log_prob_fn(predictor.embedded_logits, emb, progress), emb, ids
 
 
 class GradientXInput:
     name, label, signed, gradient = "grad_x_input", "Gradient × input", True, True
 
-    def run(self, predictor, pred) -> TokenScores:
+    def cost(self, pred) -> int:
+        return int(pred.n_tokens)   # one forward + backward pass
+
+    def run(self, predictor, pred, progress=None) -> TokenScores:
         from captum.attr import LayerGradientXActivation
         t0 = time.perf_counter()
-        fn, emb, ids = _gradient_setup(predictor, pred)
+        fn, emb, ids = _gradient_setup(predictor, pred, progress)
         with torch.inference_mode(False), torch.enable_grad():
             attr = LayerGradientXActivation(fn, emb).attribute(
                 ids, target=int(pred.label_id))
@@ -398,10 +414,22 @@ class IntegratedGradients:
         steps = self.n_steps if n_steps is None else n_steps
         return max(1, min(steps, self.tokens_per_batch // max(1, n_tokens)))
 
-    def attribute(self, predictor, pred, n_steps: int) -> tuple[np.ndarray, float, float]:
+    @staticmethod
+    def passes(n_steps: int) -> int:
+        """Rows Captum sends through the model at ``n_steps``: the steps (forward +
+        backward) and 4 forward-only ones (the layer's input and baseline, and f(x),
+        f(baseline) for the delta)."""
+        return int(n_steps) + 4
+
+    def cost(self, pred) -> int:
+        """Wordpieces read at the first try (more if the delta makes it double)."""
+        return self.passes(self.n_steps) * int(pred.n_tokens)
+
+    def attribute(self, predictor, pred, n_steps: int,
+                  progress=None) -> tuple[np.ndarray, float, float]:
         """(per-token attributions [T], Captum's delta, f(x) − f(baseline)) at ``n_steps``."""
         from captum.attr import LayerIntegratedGradients
-        fn, emb, ids = _gradient_setup(predictor, pred)
+        fn, emb, ids = _gradient_setup(predictor, pred, progress)
         pad = predictor.tokenizer.pad_token_id
         base = pad_baseline(ids, pred.word_ids, 0 if pad is None else pad)
         with torch.inference_mode(False), torch.enable_grad():
@@ -414,15 +442,19 @@ class IntegratedGradients:
         # Captum's delta = Σ attributions − (f(x) − f(baseline)): the difference comes free.
         return tok, delta, float(tok.sum()) - delta
 
-    def run(self, predictor, pred) -> TokenScores:
+    def run(self, predictor, pred, progress=None) -> TokenScores:
+        """``progress(n)`` after each batch of n wordpieces; ``progress.grow(n)`` (when it
+        has one) with the wordpieces a doubling adds to :meth:`cost`."""
         t0 = time.perf_counter()
         n, tried = self.n_steps, []
         while True:
-            tok, delta, diff = self.attribute(predictor, pred, n)
+            tok, delta, diff = self.attribute(predictor, pred, n, progress)
             tried.append(n)
             if abs(delta) <= DELTA_WARN * max(abs(diff), 1e-6) or 2 * n > self.max_steps:
                 break
             n *= 2
+            if hasattr(progress, "grow"):
+                progress.grow(self.passes(n) * int(pred.n_tokens))
         again = f" (delta above {DELTA_WARN:.0%} at {', '.join(map(str, tried[:-1]))})" \
             if len(tried) > 1 else ""
         return _result(self, pred, word_sum(tok, pred.word_ids, len(pred.words)), tok,
@@ -448,8 +480,8 @@ class _DeletionForward:
     """Word-piece ids of one review, DELETED where removed → p(class | what is left) [B, C],
     batched through ``Predictor.batch_logits`` (exact fp32). [CLS] and [SEP] always stay."""
 
-    def __init__(self, predictor, ids: list[int], word_ids: list[int | None]):
-        self.predictor, self.ids = predictor, list(ids)
+    def __init__(self, predictor, ids: list[int], word_ids: list[int | None], progress=None):
+        self.predictor, self.ids, self.progress = predictor, list(ids), progress
         self.word_pos = [i for i, w in enumerate(word_ids) if w is not None]
         self.passes = 0
 
@@ -468,7 +500,7 @@ class _DeletionForward:
             rows.append([t for t in row if t != DELETED])
         self.passes += len(rows)
         from .inference import softmax
-        return torch.from_numpy(softmax(self.predictor.batch_logits(rows)))
+        return torch.from_numpy(softmax(self.predictor.batch_logits(rows, progress=self.progress)))
 
 
 def _per_word(pred, word_values) -> tuple[np.ndarray, np.ndarray]:
@@ -495,10 +527,16 @@ class Occlusion:
     def __init__(self, batched: bool = True):
         self.batched = batched
 
-    def run(self, predictor, pred) -> TokenScores:
+    def cost(self, pred) -> int:
+        """Wordpieces read: the review itself, then once without each word."""
+        pieces = np.bincount([w for w in pred.word_ids if w is not None],
+                             minlength=len(pred.words))
+        return int(pred.n_tokens * (len(pred.words) + 1) - pieces.sum())
+
+    def run(self, predictor, pred, progress=None) -> TokenScores:
         from captum.attr import FeatureAblation
         t0 = time.perf_counter()
-        fwd = _DeletionForward(predictor, token_ids(predictor, pred), pred.word_ids)
+        fwd = _DeletionForward(predictor, token_ids(predictor, pred), pred.word_ids, progress)
         x, mask = fwd.features(pred.word_ids)
         with torch.inference_mode(False), torch.no_grad():
             attr = FeatureAblation(fwd).attribute(
@@ -548,11 +586,21 @@ class Lime:
         self.n_samples, self.seed, self.kernel_width = int(n_samples), int(seed), float(kernel_width)
         self.batched = batched
 
-    def run(self, predictor, pred) -> TokenScores:
+    def cost(self, pred) -> int:
+        """Wordpieces read: each sample's kept words and the two specials (the samples are
+        seeded, so this is exact)."""
+        pieces = np.bincount([w for w in pred.word_ids if w is not None],
+                             minlength=len(pred.words))
+        specials = int(pred.n_tokens - pieces.sum())
+        samples = _lime_samples(len(pred.words), self.seed)(None)
+        return sum(specials + int(pieces @ next(samples).numpy()[0])
+                   for _ in range(self.n_samples))
+
+    def run(self, predictor, pred, progress=None) -> TokenScores:
         from captum._utils.models.linear_model import SkLearnRidge
         from captum.attr import Lime as CaptumLime
         t0 = time.perf_counter()
-        fwd = _DeletionForward(predictor, token_ids(predictor, pred), pred.word_ids)
+        fwd = _DeletionForward(predictor, token_ids(predictor, pred), pred.word_ids, progress)
         x, mask = fwd.features(pred.word_ids)
         lime = CaptumLime(fwd, interpretable_model=SkLearnRidge(alpha=LIME_RIDGE_ALPHA),
                           similarity_func=_lime_kernel(self.kernel_width),
@@ -604,9 +652,15 @@ def method_by_name(name: str, layer: int | None = None, head: int | None = None)
     raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHOD_NAMES)}")
 
 
-def explain(predictor, pred, methods=None) -> list[TokenScores]:
-    """Every method's TokenScores for ``pred`` (in the methods' order)."""
-    return [m.run(predictor, pred) for m in (methods or all_methods())]
+def explain(predictor, pred, methods=None, progress=None) -> list[TokenScores]:
+    """Every method's TokenScores for ``pred`` (in the methods' order); ``progress(n)``
+    after each batch of n wordpieces the model has read (:func:`cost` in all)."""
+    return [m.run(predictor, pred, progress) for m in (methods or all_methods())]
+
+
+def cost(methods, pred) -> int:
+    """Wordpieces the model reads to run ``methods`` on ``pred``: a progress bar's total."""
+    return sum(m.cost(pred) for m in methods)
 
 
 # --------------------------------------------------------------- agreement
@@ -771,10 +825,11 @@ def gradient_passes(ig_steps: int) -> int:
     return int(ig_steps) + 3
 
 
-def run_gradient_methods(predictor, pred, ig_steps: int = IG_STEPS) -> list[TokenScores]:
+def run_gradient_methods(predictor, pred, ig_steps: int = IG_STEPS,
+                         progress=None) -> list[TokenScores]:
     """Both gradient methods; their time feeds :data:`GRADIENT_RATE`."""
     t0 = time.perf_counter()
-    out = explain(predictor, pred, gradient_methods(ig_steps))
+    out = explain(predictor, pred, gradient_methods(ig_steps), progress)
     steps = out[-1].n_steps or ig_steps
     # passes actually made: every doubling re-ran IG from scratch (16 + 32 = 48 steps)
     done = sum(ig_steps * 2 ** i for i in range(int(np.log2(steps / ig_steps)) + 1))
@@ -792,10 +847,11 @@ def perturbation_passes(n_words: int, lime_samples: int = LIME_SAMPLES) -> float
     return lime_samples / 2 + n_words
 
 
-def run_perturbation_methods(predictor, pred, lime_samples: int = LIME_SAMPLES) -> list[TokenScores]:
+def run_perturbation_methods(predictor, pred, lime_samples: int = LIME_SAMPLES,
+                             progress=None) -> list[TokenScores]:
     """LIME and occlusion; their time feeds :data:`PERTURBATION_RATE`."""
     t0 = time.perf_counter()
-    out = explain(predictor, pred, perturbation_methods(lime_samples))
+    out = explain(predictor, pred, perturbation_methods(lime_samples), progress)
     PERTURBATION_RATE.record(pred.n_tokens, perturbation_passes(len(pred.words), lime_samples),
                              time.perf_counter() - t0)
     return out

@@ -579,12 +579,13 @@ class Predictor:
 
     @torch.inference_mode()
     def batch_logits(self, rows: list[list[int]], precision: str = "fp32",
-                     tokens_per_batch: int | None = None) -> np.ndarray:
+                     tokens_per_batch: int | None = None, progress=None) -> np.ndarray:
         """Logits [len(rows), C] (fp32 numpy) of many token-id rows, each with its own
         [CLS]/[SEP], of any lengths: sorted by length, cut into batches of at most
         ``tokens_per_batch`` padded tokens, padded at the end, padded keys masked (each row
         gets the logits it gets alone). ``precision`` "bf16": bf16 autocast, for search
-        passes whose results are checked again in fp32 before anyone sees them."""
+        passes whose results are checked again in fp32 before anyone sees them.
+        ``progress(n)`` after each batch, with its rows' wordpieces (padding not counted)."""
         n_classes = self.scheme.num_labels
         out = np.zeros((len(rows), n_classes), dtype=np.float32)
         if not rows:
@@ -593,6 +594,8 @@ class Predictor:
             # one row alone: the Predict page's own exact pass (oneDNN-packed weights)
             logits, _ = self.fast(torch.as_tensor(rows[0], dtype=torch.long, device=self.device))
             out[0] = logits.float().cpu().numpy()
+            if progress is not None:
+                progress(len(rows[0]))
             return out
         budget = int(tokens_per_batch or self.BATCH_TOKENS)
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
@@ -608,6 +611,8 @@ class Predictor:
                 batch = [rows[i] for i in order[start:stop]]
                 out[order[start:stop]] = self._padded_logits(batch, pad)
                 start = stop
+                if progress is not None:
+                    progress(sum(len(r) for r in batch))
         return out
 
     def _padded_logits(self, batch: list[list[int]], pad: int) -> np.ndarray:

@@ -25,6 +25,13 @@ class TqdmProgress:
             self.bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, file=sys.stderr)
         self.bar.update(n)
 
+    def grow(self, n: int) -> None:
+        """More work than planned (Integrated Gradients doubling its steps)."""
+        self.total += int(n)
+        if self.bar is not None:
+            self.bar.total = self.total
+            self.bar.refresh()
+
     def describe(self, desc: str) -> None:
         """Name what the bar counts now (a stage of a longer job)."""
         self.desc = desc

@@ -633,13 +633,24 @@ def _row(word, op, b, i, a, j) -> dict:
 
 
 def compare(predictor, before, after, method: str | None = DEFAULT_METHOD,
-            layer: int | None = None, head: int | None = None) -> Comparison:
-    """Both predictions, the word diff and (``method`` not None) that method's scores of both."""
+            layer: int | None = None, head: int | None = None, progress=None) -> Comparison:
+    """Both predictions, the word diff and (``method`` not None) that method's scores of both;
+    ``progress(n)`` with the wordpieces the method's passes read (:func:`compare_cost`)."""
     cmp = Comparison(before, after, diff_words(before.words, after.words))
     if method:
         m = explain.method_by_name(method, layer, head)
-        cmp.before_scores, cmp.after_scores = m.run(predictor, before), m.run(predictor, after)
+        cmp.before_scores = m.run(predictor, before, progress)
+        cmp.after_scores = m.run(predictor, after, progress)
     return cmp
+
+
+def compare_cost(before, after, method: str | None, layer: int | None = None,
+                 head: int | None = None) -> int:
+    """Wordpieces :func:`compare` has the model read (0: the method reads attentions only)."""
+    if not method:
+        return 0
+    m = explain.method_by_name(method, layer, head)
+    return m.cost(before) + m.cost(after)
 
 
 @dataclass

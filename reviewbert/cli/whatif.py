@@ -65,8 +65,13 @@ def _one_review(predictor, args) -> int:
     pred = predictor.predict(args.text)
     if not pred.words:
         raise UsageError("the text has no character the model reads")
-    cf = whatif.counterfactuals(predictor, pred, args.method or whatif.DEFAULT_METHOD,
-                                args.max_words)
+    from ..progress import TqdmProgress
+    with TqdmProgress(3, "counterfactuals", unit="kind") as bar:
+        def progress(step, total, what):
+            bar(1)
+            bar.describe(f"counterfactuals ({what} done)")
+        cf = whatif.counterfactuals(predictor, pred, args.method or whatif.DEFAULT_METHOD,
+                                    args.max_words, progress=progress)
     print(f"{pred.label} ({pred.probs[pred.label_id]:.1%}), {pred.n_tokens} tokens")
     print(cf.deletion.sentence(pred))
     names = predictor.scheme.names

@@ -39,8 +39,9 @@ from . import (
     state,
     whatif,
 )
-from .review_picker import Choice, PickerKeys, StreamlitProgress
-from .review_picker import seconds_text as _seconds
+from .progress_bar import StreamlitProgress
+from .progress_bar import seconds_text as _seconds
+from .review_picker import Choice, PickerKeys
 
 TABS = ("Overview", "Errors", "Label issues", "Per-rating attention", "Map", "Drivers", "Slices",
         "Brittleness", "Compare", "Export")

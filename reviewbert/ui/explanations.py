@@ -19,6 +19,7 @@ from .. import explain, explain_figures
 from ..highlight import highlight_html
 from . import buttons
 from .prediction import show_highlight, token_chart
+from .progress_bar import StreamlitProgress
 
 ROW_CLASS = "rb-explain"   # the highlighted rows (not "rb-highlight": that is the page's view)
 IG_STEPS_HELP = (f"IG doubles this (up to {explain.IG_MAX_STEPS} steps) while its convergence delta is "
@@ -98,12 +99,16 @@ def which_words_mattered(predictor, pred, key_prefix: str = "ww", controls: dict
                                        f"about {explain.gradient_passes(steps)} forward + backward passes "
                                        f"of the model over {pred.n_tokens} tokens. The views above do not "
                                        "wait for them."):
+                bar = StreamlitProgress(explain.cost(explain.gradient_methods(steps), pred),
+                                        f"Gradient × input and Integrated Gradients ({steps} steps)",
+                                        unit="wordpieces", guess=guess, where=slot)
                 try:
-                    with st.spinner(f"Integrated Gradients, {steps} steps…"):
-                        grads = explain.run_gradient_methods(predictor, pred, steps)
-                        cache["gradient"][steps] = grads
+                    grads = explain.run_gradient_methods(predictor, pred, steps, progress=bar)
+                    cache["gradient"][steps] = grads
                 except Exception as e:  # noqa: BLE001 - say why, keep the attention methods
                     st.warning(f"The gradient methods failed on this model: {type(e).__name__}: {e}")
+                finally:
+                    bar.close()
         if grads:
             slot.caption(f"Gradient methods: {sum(r.seconds for r in grads):.1f} s for "
                          f"{pred.n_tokens} tokens ({steps} IG steps).")
@@ -124,12 +129,15 @@ def _perturbation(predictor, pred, cache: dict, key_prefix: str) -> list:
                                          f"deleted; occlusion: each of the {len(pred.words)} words deleted "
                                          "in turn. Forward passes only, batched."):
             return []
+        bar = StreamlitProgress(explain.cost(explain.perturbation_methods(), pred),
+                                "LIME and occlusion", unit="wordpieces", guess=guess, where=slot)
         try:
-            with st.spinner("LIME and occlusion…"):
-                cache["perturbation"] = explain.run_perturbation_methods(predictor, pred)
+            cache["perturbation"] = explain.run_perturbation_methods(predictor, pred, progress=bar)
         except Exception as e:  # noqa: BLE001 - say why, keep the other methods
             st.warning(f"LIME and occlusion failed on this model: {type(e).__name__}: {e}")
             return []
+        finally:
+            bar.close()
     done = cache["perturbation"]
     slot.caption(f"LIME and occlusion: {sum(r.seconds for r in done):.1f} s for "
                  f"{pred.n_tokens} tokens.")

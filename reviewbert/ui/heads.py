@@ -20,7 +20,8 @@ from ..device import cpu_threads, threads_beside_training
 from ..head_roles import ROLES, STAT_LABELS
 from ..runs import device_busy
 from . import buttons, checkpoints, review_picker, state
-from .review_picker import Choice, PickerKeys, StreamlitProgress, seconds_text
+from .progress_bar import StreamlitProgress, seconds_text
+from .review_picker import Choice, PickerKeys
 
 TABS = ("Importance", "Pruning", "Roles", "Fine-tuning")
 KEYS = PickerKeys(state.HEADS_SOURCE, state.HEADS_FILE, state.HEADS_UPLOAD, state.HEADS_UPLOADED,

@@ -1,4 +1,4 @@
-"""Which reviews a whole-split page works on, and the progress bar of a long pass over them.
+"""Which reviews a whole-split page works on.
 
 Shared by the Error analysis and Heads pages: the checkpoint's own test split (the
 default), a file of the data folder, or an upload (:func:`pick_data`); each page passes
@@ -8,12 +8,10 @@ callback: a bar with the rate and the time left.
 """
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import streamlit as st
 
 from .. import datafiles
@@ -109,38 +107,3 @@ def pick_data(info, predictor, keys: PickerKeys, label: str = "Reviews to evalua
         st.error(f"`{Path(path).name}`: {why}")
         return None
     return Choice(reviews, desc, f"{base}:{path}:{Path(path).stat().st_mtime}")
-
-
-# ------------------------------------------------------------------ progress
-class StreamlitProgress:
-    """``progress(n)`` callback drawing st.progress with the rate and the time left;
-    ``describe(text)`` names the stage a longer job is in."""
-
-    def __init__(self, total: int, what: str, unit: str = "reviews"):
-        self.total, self.what, self.unit, self.done = max(total, 1), what, unit, 0
-        self.t0 = time.perf_counter()
-        self.bar = st.progress(0.0, text=f"{what}: starting…")
-
-    def __call__(self, n: int) -> None:
-        self.done += n
-        elapsed = time.perf_counter() - self.t0
-        rate = self.done / elapsed if elapsed > 0 else 0.0
-        left = (self.total - self.done) / rate if rate > 0 else float("nan")
-        self.bar.progress(min(1.0, self.done / self.total),
-                          text=f"{self.what}: {self.done:,} / {self.total:,} {self.unit} · "
-                               f"{rate:,.0f} {self.unit}/s · about {seconds_text(left)} left")
-
-    def describe(self, what: str) -> None:
-        self.what = what
-        self(0)
-
-    def close(self) -> None:
-        self.bar.empty()
-
-
-def seconds_text(s: float) -> str:
-    if not np.isfinite(s):
-        return "? s"
-    if s < 5:
-        return "a few seconds"
-    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"

@@ -24,6 +24,7 @@ from ..markdown import md_escape
 from ..report import METRIC_NAMES, fmt_metric
 from . import buttons, cached_model, error_analysis, nearest_reviews, state
 from .nearest_reviews import PREVIEW
+from .progress_bar import StreamlitProgress, in_background
 
 TABS = ("Map", "Drivers", "Slices")
 METHODS = {"PCA 2-D": ("pca", 2), "PCA 3-D": ("pca", 3), "UMAP 2-D": ("umap", 2),
@@ -57,7 +58,7 @@ def vectors(preds, info, predictor, spec=None, *, ask: bool = True):
     run_key = f"{error_analysis._key(preds)}:{spec}"
     if st.session_state.get(state.MAP_RUN) == run_key:
         model, tok = error_analysis.load_eval_model(str(info.path), cached_model.mtime(info.path))
-        progress = error_analysis.StreamlitProgress(preds.n, "Sentence vectors")
+        progress = StreamlitProgress(preds.n, "Sentence vectors")
         try:
             return embeddings.vectors_for(preds, model, tok, spec, progress=progress), spec
         finally:
@@ -112,21 +113,22 @@ def _projection(preds, vecs, name: str, method: str, dims: int):
     folder = preds.folder
     if method == "pca":
         return projection_mod.project(vecs, "pca", dims, folder=folder, vectors_name=name)
-    got = projection_mod.project(vecs, "umap", dims, folder=folder, vectors_name=name) \
-        if st.session_state.get(state.MAP_RUN) == f"umap:{name}:{dims}:{preds.n}" else None
-    if got is not None:
-        return got
     cached = projection_mod.cached(vecs, "umap", dims, folder=folder, vectors_name=name)
     if cached is not None:
         return cached
-    st.info(f"UMAP of {preds.n:,} reviews takes about {max(5, preds.n / UMAP_RATE):.0f} s on a "
-            "2-core CPU (plus ~20 s the first time umap-learn compiles in a fresh install); "
-            "it is cached.")
-    if buttons.button(st, f"Compute UMAP {dims}-D", type="primary", key="map_umap_button"):
-        st.session_state[state.MAP_RUN] = f"umap:{name}:{dims}:{preds.n}"
-        with st.spinner("UMAP…"):
-            return projection_mod.project(vecs, "umap", dims, folder=folder, vectors_name=name)
-    return None
+    run = f"umap:{name}:{dims}:{preds.n}"
+    guess = max(5.0, preds.n / UMAP_RATE)
+    if st.session_state.get(state.MAP_RUN) != run:       # asked for in this session: go on
+        st.info(f"UMAP of {preds.n:,} reviews takes about {guess:.0f} s on a 2-core CPU (plus "
+                "~20 s the first time umap-learn compiles in a fresh install); it is cached.")
+        if not buttons.button(st, f"Compute UMAP {dims}-D", type="primary", key="map_umap_button"):
+            return None
+        st.session_state[state.MAP_RUN] = run
+    # in a worker: a click elsewhere stops this run, not the UMAP, and the next run waits
+    # for the same job (then finds it in the cache)
+    return in_background(f"{folder}:{run}", lambda: projection_mod.project(
+        vecs, "umap", dims, folder=folder, vectors_name=name),
+        f"UMAP {dims}-D of {preds.n:,} reviews", guess)
 
 
 # ------------------------------------------------------------------ the Map tab
@@ -355,7 +357,7 @@ def _drivers_if_ready(preds, predictor):
     have = 0 if cached is None else int(np.isin(drivers.sample_rows(preds.n, sample), cached.rows).sum())
     rate = DRIVER_RATE if cached is None or not cached.seconds else len(cached.rows) / cached.seconds
     if have < sample and st.session_state.get(state.DRV_RUN) == run_key:
-        progress = error_analysis.StreamlitProgress(sample, "Integrated Gradients drivers")
+        progress = StreamlitProgress(sample, "Integrated Gradients drivers")
         try:
             return drivers.compute_drivers(preds, predictor, sample=sample, progress=progress)
         finally:

@@ -26,6 +26,7 @@ from ..inference import MAX_CHARS
 from ..markdown import md_escape
 from . import buttons, cached_model, state
 from .prediction import UNREADABLE, show_highlight
+from .progress_bar import StreamlitProgress, seconds_text
 
 COMPARE_CLASS = "rb-compare"     # the two highlighted versions (not rb-highlight / rb-explain)
 SECONDS_PER_TOKEN = [0.0]         # the last counterfactual run's pace, for the button's estimate
@@ -112,12 +113,18 @@ def _compare(predictor, pred, text: str, method: str, s: dict, record: bool = Tr
         s["cmp"] = None
         st.info(UNREADABLE)
         return
+    work = whatif.compare_cost(pred, after, method)
+    bar = StreamlitProgress(work, f"{explain.LABELS[method]} of both versions",
+                            unit="wordpieces") if work else None
     try:
-        with st.spinner(f"{explain.LABELS[method]} of both versions…"), _threads(predictor):
-            cmp = whatif.compare(predictor, pred, after, method)
+        with _threads(predictor):
+            cmp = whatif.compare(predictor, pred, after, method, progress=bar)
     except explain.Unsupported as e:
         st.warning(f"{explain.LABELS[method]} is not available for this model: {e}")
         cmp = whatif.compare(predictor, pred, after, None)
+    finally:
+        if bar is not None:
+            bar.close()
     cmp.after = _slim(cmp.after)
     s["cmp"] = cmp
     if record:
@@ -237,11 +244,16 @@ def counterfactual_section(predictor, pred, key_prefix: str) -> None:
 
 
 def _find(predictor, pred, method: str) -> whatif.Counterfactuals:
-    bar = st.progress(0.0, text="Minimal deletion flip…")
-    nxt = {1: "Sentence occlusion…", 2: "HotFlip…", 3: "Done"}
+    guess = SECONDS_PER_TOKEN[0] * pred.n_tokens or None     # the last run's pace, if any
+    left = f" · about {seconds_text(guess)}" if guess else ""
+    bar = st.progress(0.0, text=f"Step 1 of 3: minimal deletion flip…{left}")
+    nxt = {1: "Step 2 of 3: sentence occlusion…", 2: "Step 3 of 3: HotFlip…", 3: "Done"}
 
     def progress(step, total, what):
-        bar.progress(step / total, text=nxt[step])
+        spent = time.perf_counter() - t0
+        more = f" · {spent:.0f} s so far" + (f" · about {seconds_text(guess - spent)} left"
+                                             if guess and guess > spent else "")
+        bar.progress(step / total, text=nxt[step] + more)
     t0 = time.perf_counter()
     with _threads(predictor):
         found = whatif.counterfactuals(predictor, pred, method, progress=progress)

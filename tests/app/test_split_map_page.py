@@ -59,6 +59,29 @@ def test_map_tab_draws_the_projector_and_its_reading(monkeypatch, evaluated):
     assert list(cache.glob("projection-cls-L2-pca-3d-*.npy"))
 
 
+@pytest.mark.umap
+def test_map_tab_computes_umap_on_request_in_the_background_and_caches_it(monkeypatch, evaluated):
+    at = _evaluate(monkeypatch, evaluated)
+    cache = next((evaluated / "a" / ".analysis").glob("*/predictions.parquet")).parent
+    tab(at, "Map")
+    at.selectbox(key="map_method").set_value("UMAP 2-D").run()
+    assert not at.exception, at.exception
+    assert any("UMAP of 40 reviews takes about" in i.value for i in at.info)
+    assert not list(cache.glob("projection-cls-L2-umap-2d-*.npy"))
+    at.button(key="map_umap_button").click().run(timeout=240)   # numba compiles the first time
+    assert not at.exception, at.exception
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert {t["type"] for t in fig["data"]} == {"scattergl"}
+    assert sorted(int(r) for t in fig["data"] for r in array(t["customdata"])) == list(range(40))
+    assert list(cache.glob("projection-cls-L2-umap-2d-*.npy"))
+    assert not at.get("progress")                          # the bar is gone once it is drawn
+    again = _evaluate(monkeypatch, evaluated)                # a new session: from the cache
+    tab(again, "Map")
+    again.selectbox(key="map_method").set_value("UMAP 2-D").run()
+    assert not [b for b in again.button if b.key == "map_umap_button"]
+    assert again.get("plotly_chart")
+
+
 def test_slices_tab_builds_saves_and_compares(monkeypatch, evaluated):
     at = _evaluate(monkeypatch, evaluated)
     tab(at, "Slices")

@@ -39,7 +39,7 @@ def page(tmp_path_factory):
         pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
         pg.goto(srv.url)
         pg.get_by_text("Review text").wait_for(timeout=90_000)
-        yield pg, blocked, dialogs
+        yield pg, blocked, dialogs, srv
         ctx.close()
 
 
@@ -58,7 +58,7 @@ def plot_rows(pg, title_part: str) -> list[int]:
 
 
 def test_which_words_mattered_and_faithfulness_offline(page):
-    pg, blocked, dialogs = page
+    pg, blocked, dialogs, _ = page
     pg.locator("textarea").fill(REVIEW)
     pg.locator("textarea").blur()
     pg.wait_for_timeout(300)
@@ -103,3 +103,36 @@ def test_which_words_mattered_and_faithfulness_offline(page):
     shot(pg, "explain_03_faithfulness.png", height=2600)
     assert blocked == [], f"requests left localhost: {blocked}"
     assert dialogs == []
+
+
+def test_lime_shows_its_progress_and_stops_when_the_user_leaves(page):
+    """LIME and occlusion of a 256-token review (about 20 s here) draw a bar with the
+    wordpieces read, the rate and the time left, in the button's place; a click on another
+    page stops that work at the bar's next step instead of letting it run on unseen."""
+    import psutil
+    pg, blocked, dialogs, srv = page
+    pg.goto(srv.url)
+    pg.get_by_text("Review text").wait_for(timeout=90_000)
+    pg.locator("textarea").fill(" ".join([REVIEW.replace("<img src=x onerror=alert(1)>", "")] * 12))
+    pg.locator("textarea").blur()
+    pg.wait_for_timeout(300)
+    pg.get_by_role("button", name="Predict").click()
+    open_view(pg, "Which words mattered?")
+    pg.get_by_role("button", name="Add LIME and occlusion").click(timeout=60_000)
+    bar = pg.locator('[data-testid="stProgress"]')
+    bar.get_by_text("wordpieces/s").wait_for(timeout=60_000)
+    text = bar.inner_text()
+    assert "LIME and occlusion: " in text and " left" in text, text
+    assert pg.get_by_role("button", name="Add LIME and occlusion").count() == 0   # bar in its place
+    pg.get_by_role("heading", name="Which words mattered?").scroll_into_view_if_needed()
+    shot(pg, "explain_04_lime_progress.png", height=2400)
+    server = psutil.Process(srv.proc.pid)
+    pg.get_by_role("link", name="Train").click()
+    pg.get_by_role("heading", name="Train a model").wait_for(timeout=30_000)
+    pg.wait_for_timeout(1000)                    # the bar's next step: at most a batch away
+    before = sum(server.cpu_times()[:2])
+    pg.wait_for_timeout(4000)
+    spent = sum(server.cpu_times()[:2]) - before
+    # LIME running on would keep both cores busy (about 8 s of CPU in these 4 s)
+    assert spent < 2.0, f"the server spent {spent:.1f} s of CPU in 4 s after the user left"
+    assert blocked == [] and dialogs == []

@@ -93,6 +93,43 @@ def test_every_method_gives_one_score_per_word(tiny):
         assert r.scores.sum() == pytest.approx(1.0, abs=1e-5)
 
 
+@pytest.mark.parametrize("text", [REVIEW, "ok", "word " * 400])
+def test_every_method_reports_exactly_the_wordpieces_it_plans_to_read(tiny, text):
+    """A progress bar's total is ``cost``; the callback hears every batch the model read."""
+    pred = tiny.predict(text)
+    for m in E.all_methods(ig_steps=4, ig_max_steps=None):
+        seen = []
+        m.run(tiny, pred, seen.append)
+        assert sum(seen) == m.cost(pred), m.name
+        assert all(n > 0 for n in seen), m.name
+        if m.name in ("lime", "occlusion") and len(pred.words) > 100:
+            assert len(seen) >= 5, m.name        # the bar moves during the work, not at its end
+    both = E.perturbation_methods()
+    assert E.cost(both, pred) == sum(m.cost(pred) for m in both) > pred.n_tokens
+    assert E.cost(E.attention_methods(), pred) == 0
+
+
+def test_a_progress_bar_grows_with_each_integrated_gradients_doubling(tiny, monkeypatch):
+    class Bar:
+        done, grown = 0, 0
+
+        def __call__(self, n):
+            self.done += n
+
+        def grow(self, n):
+            self.grown += n
+    pred, bar = tiny.predict(REVIEW), Bar()
+    monkeypatch.setattr(E, "DELTA_WARN", 0.0)          # never good enough: 2, 4, 8 steps
+    ig = E.IntegratedGradients(n_steps=2, max_steps=8)
+    assert ig.run(tiny, pred, bar).n_steps == 8
+    assert bar.grown == (E.IntegratedGradients.passes(4) + E.IntegratedGradients.passes(8)) \
+        * pred.n_tokens
+    assert bar.done == ig.cost(pred) + bar.grown
+    plain = []                                          # a plain callable needs no grow()
+    ig.run(tiny, pred, plain.append)
+    assert sum(plain) == bar.done
+
+
 def test_value_vectors_add_up_to_the_attention_output(tiny):
     """Σ_j α·f(x_j) + b_O is the [CLS] row of the attention block's output projection."""
     pred = tiny.predict(REVIEW)

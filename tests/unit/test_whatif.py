@@ -256,7 +256,30 @@ def test_batch_logits_equal_one_pass_each_padded_or_not(tiny):
     np.testing.assert_allclose(tiny.batch_logits(rows, "bf16"), one, atol=0.1)
 
 
+def test_batch_logits_report_each_batch_s_wordpieces_as_it_is_done(tiny):
+    rows = tiny.encode_rows(["ok", "The battery died after two days, poor quality!",
+                             "Great phone. " * 30])
+    for budget, batches in ((1, 3), (4096, 1)):
+        seen = []
+        tiny.batch_logits(rows, tokens_per_batch=budget, progress=seen.append)
+        assert sum(seen) == sum(map(len, rows)) and len(seen) == batches  # padding not counted
+    seen = []
+    tiny.batch_logits(rows[:1], progress=seen.append)                     # the one-row path
+    assert seen == [len(rows[0])]
+
+
 # ------------------------------------------------------------------ edit and compare
+@pytest.mark.parametrize("method", ["occlusion", "integrated_gradients", "rollout"])
+def test_compare_reports_the_wordpieces_its_method_reads(tiny, method):
+    before = tiny.predict("The battery died after two days, poor quality!")
+    after = tiny.predict("The battery lasts two days, good quality!")
+    seen = []
+    W.compare(tiny, before, after, method, progress=seen.append)
+    assert sum(seen) == W.compare_cost(before, after, method)
+    assert (W.compare_cost(before, after, method) > 0) == (method != "rollout")
+    assert W.compare_cost(before, after, None) == 0
+
+
 def test_compare_diff_and_history(trig):
     before = trig.predict(WITH_UP)
     after = trig.predict("The phone is fine. The screen is great, and the battery lasts.")
