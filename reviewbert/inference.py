@@ -25,6 +25,7 @@ import contextlib
 import math
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -493,6 +494,7 @@ class Predictor:
         self.device = next(model.parameters()).device
         self.fast = FastBertForward(model) if fast and FastBertForward.supports(model) else None
         self._grad_forward = None
+        self.checkpoint = None      # the folder it was read from (from_checkpoint): caches go there
 
     @classmethod
     def from_plain(cls, plain, tokenizer, scheme: LabelScheme, meta: dict | None = None,
@@ -510,6 +512,7 @@ class Predictor:
         self.device = torch.device("cpu")
         self.fast = FastBertForward.from_plain(plain)
         self._grad_forward = None
+        self.checkpoint = None
         return self
 
     @classmethod
@@ -522,10 +525,13 @@ class Predictor:
                   if fast and device.type == "cpu" else None)
         if loaded is not None:
             plain, tok, info = loaded
-            return cls.from_plain(plain, tok, info.scheme, info.meta,
+            self = cls.from_plain(plain, tok, info.scheme, info.meta,
                                   make_model=lambda: model_from_plain(plain, info.path))
-        model, tok, info = load_checkpoint(path, device, attn_implementation="eager")
-        return cls(model, tok, info.scheme, meta=info.meta, fast=fast)
+        else:
+            model, tok, info = load_checkpoint(path, device, attn_implementation="eager")
+            self = cls(model, tok, info.scheme, meta=info.meta, fast=fast)
+        self.checkpoint = Path(info.path)
+        return self
 
     @property
     def model(self):

@@ -10,6 +10,7 @@ interrupted run resumes where it stopped. A run class has ``from_json(dict)``,
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -30,14 +31,22 @@ def texts_sha256(texts: list[str]) -> str:
 
 
 def weights_sha256(ckpt) -> str:
-    """sha256 over the checkpoint's *.safetensors files (name and bytes, name order)."""
-    h = hashlib.sha256()
+    """sha256 over the checkpoint's *.safetensors files (name and bytes, name order);
+    remembered while their names, inodes, sizes and modification times stay the same."""
     files = sorted(Path(ckpt).glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"{ckpt} has no .safetensors weights")
-    for f in files:
-        h.update(f.name.encode() + b"\0")
-        with open(f, "rb") as fh:
+    stamp = tuple((f.name, str(f.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+                  for f in files for st in [f.stat()])
+    return _sha256_of(stamp)
+
+
+@functools.lru_cache(maxsize=32)
+def _sha256_of(stamp: tuple) -> str:
+    h = hashlib.sha256()
+    for name, where, *_ in stamp:
+        h.update(name.encode() + b"\0")
+        with open(where, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
     return h.hexdigest()

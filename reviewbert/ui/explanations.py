@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import explain, explain_figures
+from .. import explain, explain_figures, explanation_cache
 from ..highlight import highlight_html
 from . import buttons
 from .prediction import show_highlight, token_chart
@@ -93,25 +93,18 @@ def which_words_mattered(predictor, pred, key_prefix: str = "ww", controls: dict
         slot = st.empty()   # the button, then a line in its place: nothing below moves up
         if grads is None:
             guess = explain.GRADIENT_RATE.estimate(pred.n_tokens, explain.gradient_passes(steps))
-            if buttons.button(slot, f"Add the gradient methods ({explain.fmt_seconds(guess)})",
-                                  key=f"{key_prefix}_run",
-                                  help=f"Gradient × input and Integrated Gradients ({steps} steps): "
-                                       f"about {explain.gradient_passes(steps)} forward + backward passes "
-                                       f"of the model over {pred.n_tokens} tokens. The views above do not "
-                                       "wait for them."):
-                bar = StreamlitProgress(explain.cost(explain.gradient_methods(steps), pred),
-                                        f"Gradient × input and Integrated Gradients ({steps} steps)",
-                                        unit="wordpieces", guess=guess, where=slot)
-                try:
-                    grads = explain.run_gradient_methods(predictor, pred, steps, progress=bar)
-                    cache["gradient"][steps] = grads
-                except Exception as e:  # noqa: BLE001 - say why, keep the attention methods
-                    st.warning(f"The gradient methods failed on this model: {type(e).__name__}: {e}")
-                finally:
-                    bar.close()
+            grads = cache["gradient"][steps] = _slow_methods(
+                predictor, pred, slot, explain.gradient_methods(steps),
+                f"Gradient × input and Integrated Gradients ({steps} steps)",
+                lambda bar: explain.run_gradient_methods(predictor, pred, steps, progress=bar),
+                button=f"Add the gradient methods ({explain.fmt_seconds(guess)})", guess=guess,
+                key=f"{key_prefix}_run",
+                help=f"Gradient × input and Integrated Gradients ({steps} steps): about "
+                     f"{explain.gradient_passes(steps)} forward + backward passes of the model "
+                     f"over {pred.n_tokens} tokens. The views above do not wait for them.")
         if grads:
-            slot.caption(f"Gradient methods: {sum(r.seconds for r in grads):.1f} s for "
-                         f"{pred.n_tokens} tokens ({steps} IG steps).")
+            slot.caption(f"Gradient methods: {_took(grads)} for {pred.n_tokens} tokens "
+                         f"({steps} IG steps).")
         results = results + (grads or []) + _perturbation(predictor, pred, cache, key_prefix)
         _draw(pred, results, notes, key_prefix)
     section()
@@ -123,25 +116,61 @@ def _perturbation(predictor, pred, cache: dict, key_prefix: str) -> list:
     if cache["perturbation"] is None:
         passes = explain.perturbation_passes(len(pred.words))
         guess = explain.PERTURBATION_RATE.estimate(pred.n_tokens, passes)
-        if not buttons.button(slot, f"Add LIME and occlusion ({explain.fmt_seconds(guess)})",
-                                    key=f"{key_prefix}_perturb",
-                                    help=f"LIME: {explain.LIME_SAMPLES} copies of the review with words "
-                                         f"deleted; occlusion: each of the {len(pred.words)} words deleted "
-                                         "in turn. Forward passes only, batched."):
-            return []
-        bar = StreamlitProgress(explain.cost(explain.perturbation_methods(), pred),
-                                "LIME and occlusion", unit="wordpieces", guess=guess, where=slot)
+        cache["perturbation"] = _slow_methods(
+            predictor, pred, slot, explain.perturbation_methods(), "LIME and occlusion",
+            lambda bar: explain.run_perturbation_methods(predictor, pred, progress=bar),
+            button=f"Add LIME and occlusion ({explain.fmt_seconds(guess)})", guess=guess,
+            key=f"{key_prefix}_perturb",
+            help=f"LIME: {explain.LIME_SAMPLES} copies of the review with words deleted; "
+                 f"occlusion: each of the {len(pred.words)} words deleted in turn. Forward "
+                 "passes only, batched.")
+    done = cache["perturbation"]
+    if not done:
+        return []
+    slot.caption(f"LIME and occlusion: {_took(done)} for {pred.n_tokens} tokens.")
+    return done
+
+
+def _took(results) -> str:
+    seconds = f"{sum(r.seconds for r in results):.1f} s"
+    return f"{seconds}, read from the cache next to the checkpoint" \
+        if getattr(results, "from_cache", False) else seconds
+
+
+class _Results(list):
+    """Results, and whether they came from the cache (for the caption)."""
+    from_cache = False
+
+
+def _slow_methods(predictor, pred, slot, methods, what: str, run, *, button: str, guess,
+                  key: str, help: str) -> list | None:
+    """Methods that take seconds: read from the cache next to the checkpoint when any
+    session computed them before; else, on a click, computed under a progress bar in the
+    button's place (or waited for, while another session computes the very same), then
+    cached. None: not asked for yet, or failed (said why)."""
+    ckpt, cache_key = explanation_cache.place(predictor, pred, methods)
+    got = explanation_cache.load(ckpt, cache_key, pred)
+    if got is None:
+        if not buttons.button(slot, button, key=key, help=help):
+            return None
+        bar = StreamlitProgress(explain.cost(methods, pred), what, unit="wordpieces", guess=guess,
+                                where=slot)
         try:
-            cache["perturbation"] = explain.run_perturbation_methods(predictor, pred, progress=bar)
+            out = explanation_cache.cached_or_computed(ckpt, cache_key, lambda: run(bar),
+                                                       on_wait=bar.waiting, pred=pred)
         except Exception as e:  # noqa: BLE001 - say why, keep the other methods
-            st.warning(f"LIME and occlusion failed on this model: {type(e).__name__}: {e}")
-            return []
+            st.warning(f"{what} failed on this model: {type(e).__name__}: {e}")
+            return None
         finally:
             bar.close()
-    done = cache["perturbation"]
-    slot.caption(f"LIME and occlusion: {sum(r.seconds for r in done):.1f} s for "
-                 f"{pred.n_tokens} tokens.")
-    return done
+        if out.cache_error:
+            st.caption(f"Not cached: {out.cache_error}")
+        got, from_cache = out.results, out.from_cache
+    else:
+        from_cache = True
+    results = _Results(got)
+    results.from_cache = from_cache
+    return results
 
 
 def _draw(pred, results, notes, key_prefix: str):

@@ -52,6 +52,12 @@ class StreamlitProgress:
                           text=f"{self.what}: {self.done:,} / {self.total:,} {self.unit} · "
                                f"{rate:,.0f} {self.unit}/s · {_about(left)} left")
 
+    def waiting(self) -> None:
+        """Another session computes this very work: say so (the bar stays empty)."""
+        spent = time.perf_counter() - self.t0
+        self.bar.progress(0.0, text=f"{self.what}: another session is computing the same; "
+                                    f"waiting for it ({spent:.0f} s)…")
+
     def grow(self, n: int) -> None:
         """More work than planned (the bar steps back to the new share)."""
         self.total += max(int(n), 0)

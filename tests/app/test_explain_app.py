@@ -57,6 +57,20 @@ def test_which_words_mattered_attention_at_once_gradients_on_request(monkeypatch
     at.selectbox(key="att_layer").set_value(0).run()
     assert len(rows(at)) == 7 and not at.exception
     assert not [b for b in at.button if b.key in ("ww_run", "ww_perturb")]
+    assert len(list((ckpt_root / "tiny" / "explanations").glob("*.json"))) == 2
+    # another session (a student in the same class) gets both at once, from the cache
+    other = app(monkeypatch, ckpt_root)
+    other.text_area(key="review_text").input("Battery died after two days. Poor quality!")
+    other.button(key="predict_btn").click().run()
+    open_view(other, "Which words mattered?")
+    assert len(rows(other)) == 7 and not other.exception
+    assert not [b for b in other.button if b.key in ("ww_run", "ww_perturb")]
+    cached = [c.value for c in other.caption if "read from the cache" in str(c.value)]
+    assert len(cached) == 2, [c.value for c in other.caption]
+    # another review is not
+    other.text_area(key="review_text").input("Great phone, works well.")
+    other.button(key="predict_btn").click().run()
+    assert len(rows(other)) == 3 and [b for b in other.button if b.key == "ww_perturb"]
 
 
 def test_faithfulness_page_runs_caches_and_says_which_method_wins(monkeypatch, ckpt_root):

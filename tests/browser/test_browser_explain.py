@@ -136,3 +136,39 @@ def test_lime_shows_its_progress_and_stops_when_the_user_leaves(page):
     # LIME running on would keep both cores busy (about 8 s of CPU in these 4 s)
     assert spent < 2.0, f"the server spent {spent:.1f} s of CPU in 4 s after the user left"
     assert blocked == [] and dialogs == []
+
+
+def test_two_sessions_asking_for_the_same_lime_share_one_computation(page):
+    """A class clicking *Add LIME and occlusion* on the same review: one session computes,
+    the other says it waits for it, then both show the same five rows (the three attention
+    methods, LIME and occlusion); the waiting one
+    reads them from the cache next to the checkpoint."""
+    pg, blocked, dialogs, srv = page
+    text = " ".join(["The screen cracked in a week and the charger stopped working."] * 20)
+    pages = [pg, pg.context.new_page()]
+    for p in pages:
+        p.goto(srv.url)
+        p.get_by_text("Review text").wait_for(timeout=90_000)
+        p.locator("textarea").fill(text)
+        p.locator("textarea").blur()
+        p.wait_for_timeout(300)
+        p.get_by_role("button", name="Predict").click()
+        open_view(p, "Which words mattered?")
+        p.get_by_role("button", name="Add LIME and occlusion").wait_for(timeout=60_000)
+    for p in pages:
+        p.get_by_role("button", name="Add LIME and occlusion").click()
+    waited = None
+    for _ in range(120):                     # whichever run came second says it waits
+        waited = next((i for i, p in enumerate(pages)
+                       if p.get_by_text("another session is computing the same").count()), None)
+        if waited is not None:
+            break
+        pg.wait_for_timeout(250)
+    assert waited is not None, "neither session said it waited for the other"
+    for p in pages:
+        p.wait_for_function("() => document.querySelectorAll('.rb-explain').length === 5",
+                            timeout=180_000)
+    assert "read from the cache" in pages[waited].inner_text("body")
+    assert "read from the cache" not in pages[1 - waited].inner_text("body")
+    pages[1].close()
+    assert blocked == [] and dialogs == []
