@@ -84,14 +84,22 @@ def to_json(results: list[explain.TokenScores]) -> dict:
 def from_json(blob: dict, pred=None) -> list[explain.TokenScores]:
     """The results; ValueError for another version, or (given ``pred``) scores that are not
     one finite number per word and per wordpiece of it."""
-    if blob.get("version") != VERSION:
-        raise ValueError("another version's explanation")
+    if not isinstance(blob, dict) or blob.get("version") != VERSION \
+            or not isinstance(blob.get("results"), list):
+        raise ValueError("not an explanation of this version")
     out = []
     for row in blob["results"]:
+        if not isinstance(row, dict):
+            raise ValueError("a result that is not an object")
         row = dict(row)
         row["scores"] = np.asarray(row["scores"], dtype=np.float32)
         row["token_scores"] = np.asarray(row["token_scores"], dtype=np.float32)
         r = explain.TokenScores(**row)
+        if not (isinstance(r.method, str) and isinstance(r.label, str) and isinstance(r.detail, str)
+                and isinstance(r.signed, bool) and type(r.target) is int
+                and all(v is None or (type(v) in (int, float) and np.isfinite(v))
+                        for v in (r.delta, r.output_diff, r.n_steps, r.seconds))):
+            raise ValueError("a result whose fields are not of their types")
         if pred is not None and (r.scores.shape != (len(pred.words),)
                                  or r.token_scores.shape != (pred.n_tokens,)
                                  or not np.isfinite(r.scores).all()):
