@@ -75,10 +75,13 @@ def in_background(key: str, work: Callable[[], object], what: str, guess: float,
                   poll: float = 0.25):
     """``work()``'s result, computed in a worker thread (one job per ``key`` at a time, for
     every session), while a bar counts the seconds against ``guess``. The work's exception,
-    if any, is raised here. ``work`` must not call Streamlit."""
+    if any, is raised here. ``work`` must not call Streamlit.
+
+    A job finished while nobody waited (its page was stopped) is handed, result or
+    exception, to the next run that asks; then the key is free again."""
     with _LOCK:
         job = _JOBS.get(key)
-        if job is None or job[0].done():
+        if job is None:
             job = _JOBS[key] = (_POOL.submit(work), time.perf_counter())
     future, t0 = job
     if not future.done():

@@ -124,3 +124,29 @@ def test_the_work_s_exception_reaches_the_page_and_the_next_ask_tries_again():
         with pytest.raises(ValueError, match="more reviews"):
             in_background("k2", fails, "UMAP", 1.0, where=Where(), poll=0.01)
     assert len(tries) == 2
+
+
+def test_a_job_finished_while_nobody_waited_is_handed_to_the_next_ask():
+    import time
+
+    from reviewbert.ui import progress_bar as P
+    calls = []
+
+    def work():
+        calls.append(1)
+        return "coords"
+
+    class Stopped(BaseException):                       # as Streamlit's StopException
+        pass
+
+    class StoppedBar(Where):
+        def progress(self, value, text=""):
+            raise Stopped()
+    import pytest
+    with pytest.raises(Stopped):                        # the page stopped at its first step
+        P.in_background("k3", lambda: (time.sleep(0.2), work())[1], "UMAP", 5.0,
+                        where=StoppedBar())
+    time.sleep(0.5)                                     # the worker finished unwatched
+    assert calls == [1] and "k3" in P._JOBS
+    assert P.in_background("k3", work, "UMAP", 5.0, where=Where()) == "coords"
+    assert calls == [1] and "k3" not in P._JOBS         # handed over, not computed again
