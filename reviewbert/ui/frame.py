@@ -10,6 +10,7 @@ reruns, so the page is drawn inside the frame from then on.
 """
 from __future__ import annotations
 
+import itertools
 import time
 
 import streamlit as st
@@ -18,6 +19,7 @@ from .. import allocator, heap, highlight
 from . import buttons, cached_model, checkpoints, state
 
 _FRAME_RAN = "_frame_ran"
+_RUNS = itertools.count(1)      # full runs of this server, numbered (next() is thread-safe in CPython)
 
 
 def pages() -> list:
@@ -44,6 +46,7 @@ def skip_repl_check() -> None:
 
 
 def run() -> None:
+    number = start_full_run()
     skip_repl_check()
     allocator.fix_mmap_threshold()     # once per process: see reviewbert/allocator.py
     allocator.limit_arenas()
@@ -63,9 +66,30 @@ def run() -> None:
     finally:                    # also after st.stop(), st.rerun() or an error
         cached_model.release(job)
         heap.freeze_if_imported()
+    stop_if_superseded(number)
     # Only a run that returned: a run stopped for a newer one ends in an exception (its
     # unread clicks are the newer run's to read), and so does one that called st.stop().
     buttons.forget_unread(clicks, recorded_before=started)
+
+
+def start_full_run() -> int:
+    """Number this full run, as the session's newest."""
+    number = next(_RUNS)
+    st.session_state[state.LATEST_RUN] = number
+    return number
+
+
+def stop_if_superseded(number: int) -> None:
+    """End a run that a newer full run of the session has replaced as stopped, not finished.
+
+    Under Streamlit's fast reruns a click starts the new run in a thread beside the old
+    one, and the old one runs on until its next element. If it has none left, it returns
+    normally, and Streamlit then drops every fragment that *it* did not register: the new
+    run's included. The next click inside such a fragment (a chart selection, *Add LIME
+    and occlusion*) is then ignored ("The fragment … does not exist anymore"), as CI saw
+    on the Search dashboard. A run that ends stopped leaves the fragments alone."""
+    if st.session_state.get(state.LATEST_RUN, number) != number:
+        st.stop()
 
 
 def require() -> None:

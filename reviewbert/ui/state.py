@@ -29,6 +29,7 @@ CHECKPOINT_INFO = "checkpoint_info"        # CheckpointInfo of it (None: there i
 SHOW_TRIALS = "show_trials"                # checkbox: list every search trial too
 PENDING_CHECKPOINT = "pending_checkpoint"  # str path, applied by the frame before drawing
 CLICKS = "clicks"                          # {key: (time, by a fragment?)}: unread clicks (ui/buttons.py)
+LATEST_RUN = "latest_full_run"             # int: the newest full run's number (ui/frame.py)
 
 # --- the Predict page ----------------------------------------------------------------
 REVIEW_TEXT = "review_text"                # text_area

@@ -139,3 +139,28 @@ def test_the_frame_reads_a_recorded_click_and_drops_the_unread(monkeypatch, tmp_
     at.run()
     assert not at.exception, at.exception
     assert not at.session_state[S.CLICKS]
+
+
+def _superseded_script():
+    import streamlit as st
+
+    from reviewbert.ui import frame
+    number = frame.start_full_run()
+    if st.session_state.get("newer"):
+        frame.start_full_run()              # a newer full run of the session began meanwhile
+    st.write("body")
+    frame.stop_if_superseded(number)
+    st.write("returned")
+
+
+def test_a_run_replaced_by_a_newer_one_ends_stopped_not_finished():
+    """ui/frame.py: a full run that a newer one replaced must not return normally, or
+    Streamlit drops the fragments the newer run registered (a stale run's end clears every
+    fragment it did not draw itself; tried with a two-run probe under fast reruns: the
+    fragment's next click was ignored, 'does not exist anymore')."""
+    at = AppTest.from_function(_superseded_script, default_timeout=30).run()
+    assert [m.value for m in at.markdown] == ["body", "returned"] and not at.exception
+    at = AppTest.from_function(_superseded_script, default_timeout=30)
+    at.session_state["newer"] = True
+    at.run()
+    assert [m.value for m in at.markdown] == ["body"] and not at.exception
