@@ -503,12 +503,18 @@ class _DeletionForward:
         return torch.from_numpy(softmax(self.predictor.batch_logits(rows, progress=self.progress)))
 
 
+def _pieces_per_word(pred, n_words: int | None = None) -> np.ndarray:
+    """How many wordpieces each word of the Prediction has [n_words]."""
+    return np.bincount([w for w in pred.word_ids if w is not None],
+                       minlength=len(pred.words) if n_words is None else n_words)
+
+
 def _per_word(pred, word_values) -> tuple[np.ndarray, np.ndarray]:
     """One value per word → (word scores [n_words], per-piece scores [n_tokens]: each piece
     a share of its word's value, so pieces sum to their word as in :func:`word_sum`)."""
     words = np.asarray(word_values, dtype=np.float64).reshape(-1)
     pieces = np.zeros(len(pred.word_ids))
-    counts = np.bincount([w for w in pred.word_ids if w is not None], minlength=len(words))
+    counts = _pieces_per_word(pred, len(words))
     for i, w in enumerate(pred.word_ids):
         if w is not None:
             pieces[i] = words[w] / counts[w]
@@ -529,9 +535,7 @@ class Occlusion:
 
     def cost(self, pred) -> int:
         """Wordpieces read: the review itself, then once without each word."""
-        pieces = np.bincount([w for w in pred.word_ids if w is not None],
-                             minlength=len(pred.words))
-        return int(pred.n_tokens * (len(pred.words) + 1) - pieces.sum())
+        return int(pred.n_tokens * (len(pred.words) + 1) - _pieces_per_word(pred).sum())
 
     def run(self, predictor, pred, progress=None) -> TokenScores:
         from captum.attr import FeatureAblation
@@ -589,8 +593,7 @@ class Lime:
     def cost(self, pred) -> int:
         """Wordpieces read: each sample's kept words and the two specials (the samples are
         seeded, so this is exact)."""
-        pieces = np.bincount([w for w in pred.word_ids if w is not None],
-                             minlength=len(pred.words))
+        pieces = _pieces_per_word(pred)
         specials = int(pred.n_tokens - pieces.sum())
         samples = _lime_samples(len(pred.words), self.seed)(None)
         return sum(specials + int(pieces @ next(samples).numpy()[0])
