@@ -102,10 +102,11 @@ def which_words_mattered(predictor, pred, key_prefix: str = "ww", controls: dict
                 help=f"Gradient × input and Integrated Gradients ({steps} steps): about "
                      f"{explain.gradient_passes(steps)} forward + backward passes of the model "
                      f"over {pred.n_tokens} tokens. The views above do not wait for them.")
-        if grads:
+        if grads is not None:
             slot.caption(f"Gradient methods: {_took(grads)} for {pred.n_tokens} tokens "
                          f"({steps} IG steps).")
-        results = results + (grads or []) + _perturbation(predictor, pred, cache, key_prefix)
+        results = results + (grads.results if grads is not None else []) \
+            + _perturbation(predictor, pred, cache, key_prefix)
         _draw(pred, results, notes, key_prefix)
     section()
 
@@ -125,52 +126,42 @@ def _perturbation(predictor, pred, cache: dict, key_prefix: str) -> list:
                  f"occlusion: each of the {len(pred.words)} words deleted in turn. Forward "
                  "passes only, batched.")
     done = cache["perturbation"]
-    if not done:
+    if done is None:
         return []
     slot.caption(f"LIME and occlusion: {_took(done)} for {pred.n_tokens} tokens.")
-    return done
+    return done.results
 
 
-def _took(results) -> str:
-    seconds = f"{sum(r.seconds for r in results):.1f} s"
-    return f"{seconds}, read from the cache next to the checkpoint" \
-        if getattr(results, "from_cache", False) else seconds
-
-
-class _Results(list):
-    """Results, and whether they came from the cache (for the caption)."""
-    from_cache = False
+def _took(done: explanation_cache.Outcome) -> str:
+    seconds = f"{sum(r.seconds for r in done.results):.1f} s"
+    return f"{seconds}, read from the cache next to the checkpoint" if done.from_cache else seconds
 
 
 def _slow_methods(predictor, pred, slot, methods, what: str, run, *, button: str, guess,
-                  key: str, help: str) -> list | None:
+                  key: str, help: str) -> explanation_cache.Outcome | None:
     """Methods that take seconds: read from the cache next to the checkpoint when any
     session computed them before; else, on a click, computed under a progress bar in the
     button's place (or waited for, while another session computes the very same), then
     cached. None: not asked for yet, or failed (said why)."""
     ckpt, cache_key = explanation_cache.place(predictor, pred, methods)
     got = explanation_cache.load(ckpt, cache_key, pred)
-    if got is None:
-        if not buttons.button(slot, button, key=key, help=help):
-            return None
-        bar = StreamlitProgress(explain.cost(methods, pred), what, unit="wordpieces", guess=guess,
-                                where=slot)
-        try:
-            out = explanation_cache.cached_or_computed(ckpt, cache_key, lambda: run(bar),
-                                                       on_wait=bar.waiting, pred=pred)
-        except Exception as e:  # noqa: BLE001 - say why, keep the other methods
-            st.warning(f"{what} failed on this model: {type(e).__name__}: {e}")
-            return None
-        finally:
-            bar.close()
-        if out.cache_error:
-            st.caption(f"Not cached: {out.cache_error}")
-        got, from_cache = out.results, out.from_cache
-    else:
-        from_cache = True
-    results = _Results(got)
-    results.from_cache = from_cache
-    return results
+    if got is not None:
+        return explanation_cache.Outcome(got, True)
+    if not buttons.button(slot, button, key=key, help=help):
+        return None
+    bar = StreamlitProgress(explain.cost(methods, pred), what, unit="wordpieces", guess=guess,
+                            where=slot)
+    try:
+        out = explanation_cache.cached_or_computed(ckpt, cache_key, lambda: run(bar),
+                                                   on_wait=bar.waiting, pred=pred)
+    except Exception as e:  # noqa: BLE001 - say why, keep the other methods
+        st.warning(f"{what} failed on this model: {type(e).__name__}: {e}")
+        return None
+    finally:
+        bar.close()
+    if out.cache_error:
+        st.caption(f"Not cached: {out.cache_error}")
+    return out
 
 
 def _draw(pred, results, notes, key_prefix: str):
