@@ -40,7 +40,7 @@ class StreamlitProgress:
                  where=st):
         self.total, self.what, self.unit, self.done = max(int(total), 1), what, unit, 0
         self.t0 = time.perf_counter()
-        first = f", {_about(guess)}" if guess is not None else ""
+        first = f", {about(guess)}" if guess is not None else ""
         self.bar = where.progress(0.0, text=f"{what}: starting{first}…")
 
     def __call__(self, n: int) -> None:
@@ -50,7 +50,7 @@ class StreamlitProgress:
         left = max(self.total - self.done, 0) / rate if rate > 0 else float("nan")
         self.bar.progress(min(1.0, self.done / self.total),
                           text=f"{self.what}: {self.done:,} / {self.total:,} {self.unit} · "
-                               f"{rate:,.0f} {self.unit}/s · {_about(left)} left")
+                               f"{rate:,.0f} {self.unit}/s · {about(left)} left")
 
     def waiting(self) -> None:
         """Another session computes this very work: say so (the bar stays empty)."""
@@ -85,7 +85,7 @@ def in_background(key: str, work: Callable[[], object], what: str, guess: float,
             job = _JOBS[key] = (_POOL.submit(work), time.perf_counter())
     future, t0 = job
     if not future.done():
-        bar = where.progress(0.0, text=f"{what}: starting, {_about(guess)}…")
+        bar = where.progress(0.0, text=f"{what}: starting, {about(guess)}…")
         try:
             while not future.done():
                 spent = time.perf_counter() - t0
@@ -93,7 +93,7 @@ def in_background(key: str, work: Callable[[], object], what: str, guess: float,
                 bar.progress(min(0.99, spent / max(guess, 1e-3)),
                              text=f"{what}: {spent:.0f} s · " + (
                                  f"longer than the {guess:.0f} s guessed" if late
-                                 else f"{_about(guess - spent)} left"))
+                                 else f"{about(guess - spent)} left"))
                 wait_for([future], timeout=poll)
         finally:
             bar.empty()
@@ -103,8 +103,8 @@ def in_background(key: str, work: Callable[[], object], what: str, guess: float,
     return future.result()
 
 
-def _about(s: float | None) -> str:
-    """"about 12 s", "a few seconds" or "? s"."""
+def about(s: float | None) -> str:
+    """"about 12 s", "a few seconds" or "? s": a time left or a guess, in words."""
     text = seconds_text(s)
     return f"about {text}" if text[0].isdigit() else text
 

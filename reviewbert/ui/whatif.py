@@ -26,7 +26,7 @@ from ..inference import MAX_CHARS
 from ..markdown import md_escape
 from . import buttons, cached_model, state
 from .prediction import UNREADABLE, show_highlight
-from .progress_bar import StreamlitProgress, seconds_text
+from .progress_bar import StreamlitProgress, about
 
 COMPARE_CLASS = "rb-compare"     # the two highlighted versions (not rb-highlight / rb-explain)
 SECONDS_PER_TOKEN = [0.0]         # the last counterfactual run's pace, for the button's estimate
@@ -245,13 +245,13 @@ def counterfactual_section(predictor, pred, key_prefix: str) -> None:
 
 def _find(predictor, pred, method: str) -> whatif.Counterfactuals:
     guess = SECONDS_PER_TOKEN[0] * pred.n_tokens or None     # the last run's pace, if any
-    left = f" · about {seconds_text(guess)}" if guess else ""
+    left = f" · {about(guess)}" if guess else ""
     bar = st.progress(0.0, text=f"Step 1 of 3: minimal deletion flip…{left}")
     nxt = {1: "Step 2 of 3: sentence occlusion…", 2: "Step 3 of 3: HotFlip…", 3: "Done"}
 
     def progress(step, total, what):
         spent = time.perf_counter() - t0
-        more = f" · {spent:.0f} s so far" + (f" · about {seconds_text(guess - spent)} left"
+        more = f" · {spent:.0f} s so far" + (f" · {about(guess - spent)} left"
                                              if guess and guess > spent else "")
         bar.progress(step / total, text=nxt[step] + more)
     t0 = time.perf_counter()
