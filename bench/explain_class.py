@@ -33,10 +33,9 @@ sys.path.insert(0, str(ROOT))
 from reviewbert import explain as E  # noqa: E402
 from reviewbert import explanation_cache as C  # noqa: E402
 from reviewbert.device import cpu_description  # noqa: E402
-from reviewbert.inference import Predictor  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
-from explain_latency import review_of  # noqa: E402
+from explain_latency import predictor_at, review_of  # noqa: E402
 
 TARGETS = {"shared_over_alone": 1.25, "read_disk_ms": 50.0}
 """The whole class served in at most 1.25x one session's time; a later read within 50 ms."""
@@ -72,10 +71,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tokens", type=int, default=256)
     args = ap.parse_args(argv)
 
-    import transformers
-    transformers.logging.set_verbosity_error()
-    base = Predictor.from_checkpoint(args.checkpoint, torch.device("cpu"))
-    predictor = Predictor(base.model, base.tokenizer, base.scheme, max_length=args.tokens)
+    predictor = predictor_at(args.checkpoint, args.tokens)
     pred = predictor.predict(review_of(predictor.tokenizer, args.tokens))
     methods = E.perturbation_methods()
     print(f"{cpu_description()}; {pred.n_tokens} tokens, {len(pred.words)} words, "

@@ -49,6 +49,14 @@ def review_of(tokenizer, n_tokens: int) -> str:
     return text
 
 
+def predictor_at(checkpoint: str, n_tokens: int) -> Predictor:
+    """The checkpoint's Predictor, reading up to ``n_tokens`` (transformers' log quiet)."""
+    import transformers
+    transformers.logging.set_verbosity_error()
+    base = Predictor.from_checkpoint(checkpoint, torch.device("cpu"))
+    return Predictor(base.model, base.tokenizer, base.scheme, max_length=n_tokens)
+
+
 def timed(fn, repeats: int):
     out, result = [], None
     for _ in range(repeats):
@@ -80,10 +88,7 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
 
-    import transformers
-    transformers.logging.set_verbosity_error()
-    base = Predictor.from_checkpoint(args.checkpoint, torch.device("cpu"))
-    predictor = Predictor(base.model, base.tokenizer, base.scheme, max_length=args.tokens)
+    predictor = predictor_at(args.checkpoint, args.tokens)
     pred = predictor.predict(review_of(predictor.tokenizer, args.tokens))
     assert pred.n_tokens == args.tokens, pred.n_tokens
     print(f"{args.checkpoint}: {pred.n_tokens} tokens, {len(pred.words)} words, "
