@@ -9,13 +9,13 @@ split (what a box or lasso selection hands back). Review text on hover goes thro
 from __future__ import annotations
 
 import html
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..figures import png_bytes as figure_png
 from .figures import CLASS_COLORS
 
 COLOR_BY = ("true rating", "predicted rating", "correct or wrong", "star distance",
@@ -179,7 +179,5 @@ def svg_copy(fig: go.Figure) -> go.Figure:
 
 
 def png_bytes(fig: go.Figure, width: int = 900, height: int = 640) -> bytes:
-    """PNG through kaleido with Debian's chromium (never a downloaded browser)."""
-    if not os.environ.get("BROWSER_PATH") and os.path.exists("/usr/bin/chromium"):
-        os.environ["BROWSER_PATH"] = "/usr/bin/chromium"
-    return svg_copy(fig).to_image(format="png", width=width, height=height, scale=1)
+    """The map as a PNG (reviewbert.figures.png_bytes), its WebGL traces drawn as SVG ones."""
+    return figure_png(svg_copy(fig), width, height)

@@ -47,7 +47,7 @@ CLICK_S = 5.0
 a 2-core server serving a class: p95 1.3-1.9 s, bench/load.py)."""
 
 
-def _fragment_run() -> bool:
+def fragment_run() -> bool:
     """Is this script run the rerun of one or more fragments, not of the whole page?"""
     ctx = get_script_run_ctx()
     return bool(ctx is not None and ctx.fragment_ids_this_run)
@@ -55,7 +55,7 @@ def _fragment_run() -> bool:
 
 def _clicked(key: str, on_click: Callable | None, args: tuple, kwargs: dict) -> None:
     """The button's callback: the click recorded, then the caller's own callback."""
-    pending()[key] = (time.monotonic(), _fragment_run())
+    pending()[key] = (time.monotonic(), fragment_run())
     if on_click is not None:
         on_click(*args, **kwargs)
 
@@ -67,7 +67,7 @@ def _read(key: str, clicked: bool, disabled: bool) -> bool:
     if not clicks or key not in clicks:
         return clicked and not disabled
     at, by_fragment = clicks.pop(key)
-    recorded = time.monotonic() - at <= CLICK_S and not (by_fragment and _fragment_run())
+    recorded = time.monotonic() - at <= CLICK_S and not (by_fragment and fragment_run())
     return (clicked or recorded) and not disabled
 
 

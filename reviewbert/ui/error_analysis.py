@@ -39,6 +39,7 @@ from . import (
     state,
     whatif,
 )
+from .png_download import png_download
 from .progress_bar import StreamlitProgress
 from .progress_bar import seconds_text as _seconds
 from .review_picker import Choice, PickerKeys
@@ -503,18 +504,8 @@ def exports(preds, info, predictor):
     c1.download_button("HTML (interactive, offline)",
                        lambda: fig.to_html(include_plotlyjs=True, full_html=True),
                        f"{name}.html", "text/html", key="err_dl_fig_html", on_click="ignore")
-    png = st.session_state.get(state.ERR_PNG)
-    if png and png[0] == f"{_key(preds)}:{name}":
-        c2.download_button("PNG", png[1], f"{name}.png", "image/png", key="err_dl_png",
-                           on_click="ignore")
-    elif buttons.button(c2, "Render PNG", key="err_make_png",
-                            help="Rendered with kaleido in a headless Chromium (a few seconds)"):
-        try:
-            with st.spinner("Rendering PNG…"):
-                st.session_state[state.ERR_PNG] = (f"{_key(preds)}:{name}", prediction._png_bytes(fig))
-            st.rerun()
-        except Exception as e:  # noqa: BLE001 - any kaleido/Chrome failure: say so
-            st.warning(f"PNG export is not available here ({type(e).__name__}: {e}).")
+    png_download(c2, fig, state_key=state.ERR_PNG, figure_key=f"{_key(preds)}:{name}",
+                 file_name=f"{name}.png", key_prefix="err_")
 
 
 def report_inputs(preds, info, predictor) -> ReportInputs:

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import streamlit as st
@@ -13,7 +11,8 @@ from .. import attention, figures, headview, highlight
 from ..headview import MAX_TOKENS as HV_MAX
 from ..headview import last_window_start
 from ..inference import Prediction
-from . import buttons, cached_model, state
+from . import cached_model, state
+from .png_download import png_download
 
 # The Predict page's tabs under the prediction card; only the open one is built.
 VIEWS = ("What BERT attends to", "Which words mattered?", "Its nearest reviews", "What if?")
@@ -252,30 +251,12 @@ def highlight_view(pred: Prediction, c: dict):
 
 
 # ------------------------------------------------------------------ downloads
-def _png_bytes(fig) -> bytes:
-    if not os.environ.get("BROWSER_PATH") and Path("/usr/bin/chromium").exists():
-        os.environ["BROWSER_PATH"] = "/usr/bin/chromium"  # kaleido: use Debian's, never download
-    return fig.to_image(format="png", scale=1)
-
-
 def downloads(pred: Prediction, fig):
     st.markdown("**Downloads**")
     c1, c2, c3, c4 = st.columns(4)
-    key = f"{hash(pred.text)}-{fig.layout.title.text}"
-    with c1:
-        png = st.session_state.get(state.PNG)
-        if png and png[0] == key:
-            st.download_button("Heatmap PNG", png[1], "cls_attention.png", "image/png",
-                               key="dl_png", on_click="ignore")
-        elif buttons.button(st, "Render heatmap PNG", key="make_png",
-                                help="Rendered with kaleido in a headless Chromium (a few seconds)"):
-            try:
-                with st.spinner("Rendering PNG…"):
-                    st.session_state[state.PNG] = (key, _png_bytes(fig))
-                st.rerun()
-            except Exception as e:  # noqa: BLE001 - any kaleido/Chrome failure: say so
-                st.warning(f"PNG export is not available here ({type(e).__name__}: {e}). "
-                           "The HTML download works without it.")
+    png_download(c1, fig, state_key=state.PNG, figure_key=f"{hash(pred.text)}-{fig.layout.title.text}",
+                 file_name="cls_attention.png", label="Heatmap PNG",
+                 render_label="Render heatmap PNG", note=" The HTML download works without it.")
     c2.download_button("Heatmap HTML", lambda: fig.to_html(include_plotlyjs=True, full_html=True),
                        "cls_attention.html", "text/html", key="dl_html", on_click="ignore",
                        help="Interactive, with plotly.js inside: opens offline")

@@ -15,7 +15,8 @@ import streamlit as st
 
 from .. import config, experiments, jobs, runs, search, search_figures, seed_grid
 from ..errors import ConfigError
-from . import buttons, config_form, prediction, state, train
+from . import buttons, config_form, state, train
+from .png_download import png_download
 
 DEFAULT_ROWS = [{"hyperparameter": "lr_bert", "values": "1e-5, 5e-5"},
                 {"hyperparameter": "lr_classifier", "values": "1e-3, 1e-2"}]
@@ -265,19 +266,9 @@ def _export(figs: dict, folder: Path, signature: tuple) -> None:
                        f"{folder.name}_{name}.html", "text/html", key="search_dl_html",
                        on_click="ignore", help="plotly.js inside: opens without a network")
     key = f"{folder}:{name}:{hash(signature)}"
-    png = st.session_state.get(state.SEARCH_PNG)
-    if png and png[0] == key:
-        c3.download_button("PNG", png[1], f"{folder.name}_{name}.png", "image/png",
-                           key="search_dl_png", on_click="ignore")
-    elif buttons.button(c3, "Render PNG", key="search_make_png",
-                            help="Rendered with kaleido in a headless Chromium (a few seconds)"):
-        try:
-            with st.spinner("Rendering PNG…"):
-                st.session_state[state.SEARCH_PNG] = (key, prediction._png_bytes(fig))
-            st.rerun(scope="fragment")
-        except Exception as e:  # noqa: BLE001 - any kaleido/Chrome failure: say so
-            st.warning(f"PNG export is not available here ({type(e).__name__}: {e}). "
-                       "The HTML download works without it.")
+    png_download(c3, fig, state_key=state.SEARCH_PNG, figure_key=key,
+                 file_name=f"{folder.name}_{name}.png", key_prefix="search_",
+                 note=" The HTML download works without it.")
 
 
 def _trials_table(info: dict, folder: Path, peers: list[Path], picked: list[int]) -> None:

@@ -112,7 +112,7 @@ def test_a_fragments_click_is_read_by_the_whole_run_that_replaced_it():
 def test_a_fragments_run_reads_only_its_own_click(monkeypatch):
     """A click a fragment's run recorded and did not read (its button was not drawn then)
     is not fired by a later run of that fragment."""
-    monkeypatch.setattr(buttons, "_fragment_run", lambda: True)
+    monkeypatch.setattr(buttons, "fragment_run", lambda: True)
     at = script(**{S.CLICKS: {"go": now(by_fragment=True)}}).run()
     assert fired(at) == 0
     at.button(key="go").click().run()

@@ -359,3 +359,29 @@ def test_the_server_rests_between_clicks(server, browser_page):
     time.sleep(3.0)
     per_s = 1000 * (sum(proc.cpu_times()[:2]) - before) / (time.perf_counter() - t0)
     assert per_s < 250, f"the idle server used {per_s:.0f} ms of CPU a second"
+
+
+def test_the_heatmap_png_renders_under_a_bar_and_downloads(browser_page, tmp_path):
+    """*Render heatmap PNG* on the [CLS] view: a bar (in the button's place) says the PNG is
+    being rendered (kaleido in a headless Chromium, ~3.5 s, reviewbert/ui/png_download.py),
+    then the *Heatmap PNG* download gives a real PNG of the heatmap. (While the bar runs,
+    Streamlit still shows the button, greyed as stale, under it.)"""
+    page, blocked, _ = browser_page
+    highlight_shown(page)
+    open_view(page, "[CLS] per layer")
+    render = page.get_by_role("button", name="Render heatmap PNG", exact=True)
+    render.click(timeout=60_000)
+    bar = page.locator('[data-testid="stProgress"]').filter(has_text="Rendering the PNG: ")
+    bar.wait_for(timeout=20_000)
+    download = page.get_by_role("button", name="Heatmap PNG", exact=True)
+    download.wait_for(timeout=60_000)
+    page.wait_for_timeout(1000)
+    assert bar.count() == 0 and render.count() == 0            # both went with the render
+    with page.expect_download(timeout=30_000) as got:
+        download.click()
+    path = tmp_path / "heatmap.png"
+    got.value.save_as(path)
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, len(data)
+    assert int.from_bytes(data[16:20], "big") > 640            # the heatmap's own width
+    assert blocked == [], f"requests left localhost: {blocked}"
