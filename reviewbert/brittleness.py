@@ -59,6 +59,7 @@ from . import run_cache, whatif
 from .device import resolve_precision
 from .faithfulness import Progress
 from .fsio import atomic_write_json
+from .progress import resumed
 from .run_cache import read_partial, texts_sha256, weights_sha256
 
 FORMAT = "reviewbert-brittleness/1"
@@ -179,15 +180,13 @@ def run(predictor, ckpt, texts: list[str], stars: list[int | None], settings: Se
     key = cache_key(weights, predictor.max_length, desc, settings)
     final, partial = cache_paths(ckpt, key)
     if use_cache and (cached := load_run(final)) is not None:
-        if progress:
-            progress(len(texts), len(texts), 0.0, 0.0)
         return cached
     done, log, cache_error = _open_log(partial, use_cache)
+    resumed(progress, len(done))
     scheme = predictor.scheme
     todo = [i for i in range(len(texts)) if i not in done]
-    t0 = time.perf_counter()
     try:
-        for n_done, i in enumerate(todo, start=1):
+        for i in todo:
             true = None if stars[i] is None else scheme.class_of(stars[i])
             rec = review_record(predictor, texts[i], true, i, settings) or {"i": i, "skip": "no words"}
             done[i] = rec
@@ -195,8 +194,7 @@ def run(predictor, ckpt, texts: list[str], stars: list[int | None], settings: Se
                 log.write(json.dumps(rec) + "\n")
                 log.flush()
             if progress:
-                elapsed = time.perf_counter() - t0
-                progress(len(done), len(texts), elapsed, elapsed / n_done * (len(todo) - n_done))
+                progress(1)
     finally:
         if log is not None:
             log.close()

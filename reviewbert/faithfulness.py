@@ -76,6 +76,7 @@ import torch
 
 from . import explain, run_cache
 from .fsio import atomic_write_json
+from .progress import resumed
 from .run_cache import read_partial, texts_sha256, weights_sha256
 
 KS = (5, 10, 20, 50)
@@ -283,8 +284,9 @@ def sample_texts(texts: list[str], n: int, seed: int = 0) -> list[str]:
     return [texts[i] for i in order[:max(0, min(n, len(texts)))]]
 
 
-Progress = Callable[[int, int, float, float | None], None]
-"""progress(done, total, elapsed seconds, eta seconds or None)."""
+Progress = Callable[[int], None]
+"""The library's progress callback: ``progress(n)`` with the reviews just done (a resumed
+run first tells it, through ``reviewbert.progress.resumed``, how many were done before)."""
 
 
 def run(predictor, ckpt, texts: list[str], settings: Settings = Settings(), *,
@@ -299,10 +301,9 @@ def run(predictor, ckpt, texts: list[str], settings: Settings = Settings(), *,
     key = cache_key(weights, predictor.max_length, sample, settings)
     final, partial = cache_paths(ckpt, key)
     if use_cache and (cached := load_run(final)) is not None:
-        if progress:
-            progress(len(texts), len(texts), 0.0, 0.0)
         return cached
     done = read_partial(partial) if use_cache else {}
+    resumed(progress, len(done))
     labels = {m.name: m.label for m in methods} | {RANDOM: "Random ranking"}
     cache_error = ""
     log = None
@@ -312,7 +313,6 @@ def run(predictor, ckpt, texts: list[str], settings: Settings = Settings(), *,
             log = open(partial, "a", encoding="utf-8")
         except OSError as e:
             cache_error = f"results not cached: {e.strerror or e} ({partial.parent})"
-    t0, computed = time.perf_counter(), 0
     todo = [i for i in range(len(texts)) if i not in done]
     try:
         for i in todo:
@@ -323,11 +323,8 @@ def run(predictor, ckpt, texts: list[str], settings: Settings = Settings(), *,
             if log is not None:
                 log.write(json.dumps(rec) + "\n")
                 log.flush()
-            computed += 1
             if progress:
-                elapsed = time.perf_counter() - t0
-                left = len(todo) - computed
-                progress(len(done), len(texts), elapsed, elapsed / computed * left)
+                progress(1)
     finally:
         if log is not None:
             log.close()

@@ -9,6 +9,14 @@ from __future__ import annotations
 import sys
 
 
+def resumed(progress, n: int) -> None:
+    """Tell ``progress`` that ``n`` units were done before this run (a run resumed from its
+    partial cache): its ``resumed(n)`` where it has one (the bars count them as done but
+    not in the rate, so the time left is that of the work still to do), else ``progress(n)``."""
+    if progress is not None and n > 0:
+        getattr(progress, "resumed", progress)(n)
+
+
 class TqdmProgress:
     """A progress callback (``progress(n)``) drawing tqdm on stderr, created on the first
     update, so that a cache hit draws nothing. Main process only under ``accelerate``."""
@@ -24,6 +32,18 @@ class TqdmProgress:
             from tqdm import tqdm
             self.bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, file=sys.stderr)
         self.bar.update(n)
+
+    def resumed(self, n: int) -> None:
+        """``n`` done before this run: the bar starts there (tqdm's ``initial``), its rate
+        counts only what this run does."""
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, file=sys.stderr,
+                            initial=n)
+        else:
+            self.bar.update(n)
 
     def grow(self, n: int) -> None:
         """More work than planned (Integrated Gradients doubling its steps)."""

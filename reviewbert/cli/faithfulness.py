@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from .. import explain, faithfulness
+from ..progress import TqdmProgress
 from . import UsageError
 
 
@@ -56,15 +57,9 @@ def run(args) -> int:
                                       args.n, args.seed)
     if not texts:
         raise UsageError("the test split is empty")
-    from tqdm import tqdm
-    bar = tqdm(total=len(texts), unit="review", file=sys.stderr, desc="faithfulness")
-
-    def progress(done, total, elapsed, eta):
-        bar.n = done
-        bar.refresh()
-    result = faithfulness.run(predictor, info.path, texts, settings, sample_seed=args.seed,
-                              progress=progress, use_cache=not args.no_cache)
-    bar.close()
+    with TqdmProgress(len(texts), "faithfulness") as bar:
+        result = faithfulness.run(predictor, info.path, texts, settings, sample_seed=args.seed,
+                                  progress=bar, use_cache=not args.no_cache)
     summary = faithfulness.summarize(result)
     where = "cached" if result.from_cache else f"{result.seconds:.0f} s"
     print(f"checkpoint {info.path}: {result.n} test reviews (seed {args.seed}, {where}), "

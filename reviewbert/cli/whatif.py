@@ -94,17 +94,12 @@ def _brittleness(predictor, info, args) -> int:
     if not examples:
         raise UsageError("the test split is empty")
     chosen = [examples[i] for i in brittleness.sample(len(examples), args.n, args.seed)]
-    from tqdm import tqdm
-    bar = tqdm(total=len(chosen), unit="review", file=sys.stderr, desc="brittleness")
-
-    def progress(done, total, elapsed, eta):
-        bar.n = done
-        bar.refresh()
+    from ..progress import TqdmProgress
     settings = brittleness.Settings(args.method or brittleness.DEFAULT_METHOD, args.max_words)
-    result = brittleness.run(predictor, info.path, [e.text for e in chosen],
-                             [int(e.stars) for e in chosen], settings, sample_seed=args.seed,
-                             progress=progress, use_cache=not args.no_cache)
-    bar.close()
+    with TqdmProgress(len(chosen), "brittleness") as bar:
+        result = brittleness.run(predictor, info.path, [e.text for e in chosen],
+                                 [int(e.stars) for e in chosen], settings, sample_seed=args.seed,
+                                 progress=bar, use_cache=not args.no_cache)
     summary = brittleness.summarize(result)
     where = "cached" if result.from_cache else f"{result.seconds:.0f} s"
     print(f"checkpoint {info.path}: {result.n} test reviews (seed {args.seed}, {where}), "

@@ -14,6 +14,7 @@ from ..examples import builtin_examples
 from . import buttons
 from .cached_model import load_test_reviews, mtime
 from .explanations import IG_STEPS_HELP
+from .progress_bar import StreamlitProgress, about
 
 
 @st.cache_data(max_entries=8, show_spinner="Hashing the checkpoint's weights…")
@@ -30,12 +31,6 @@ def _texts(info) -> tuple[list[str], str, str]:
     texts = [r.text for r in builtin_examples()]
     return texts, "built-in examples", (f"This checkpoint's test split cannot be rebuilt here "
                                         f"({why}); scoring the {len(texts)} built-in examples.")
-
-
-def _eta(s: float | None) -> str:
-    if s is None:
-        return "…"
-    return f"{s:.0f} s" if s < 90 else f"{s / 60:.1f} min"
 
 
 def faithfulness_section(predictor, info, key_prefix: str = "faith"):
@@ -61,7 +56,8 @@ def faithfulness_section(predictor, info, key_prefix: str = "faith"):
     earlier = faithfulness.list_runs(info.path, weights)
     if cached is None:
         per = [r.seconds / r.n for r in earlier if r.n]
-        guess = f" (≈ {_eta(per[0] * n)} at the last run's pace)" if per else ""
+        pace = per[0] * n if per else None
+        guess = f" ({about(pace)} at the last run's pace)" if per else ""
         intro = st.empty()     # the offer to run, cleared once the run is done
         with intro.container():
             st.markdown(f"No result cached for these {n} reviews yet{guess}. Every method "
@@ -71,14 +67,10 @@ def faithfulness_section(predictor, info, key_prefix: str = "faith"):
             clicked = buttons.button(st, f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run")
         if clicked:
             intro.empty()
-            bar = st.progress(0.0, text="Starting…")
-
-            def progress(done, total, elapsed, eta):
-                bar.progress(done / total, text=f"{done}/{total} reviews · {_eta(elapsed)} so far "
-                                                 f"· about {_eta(eta)} left")
+            bar = StreamlitProgress(len(sample), "Explaining and erasing", guess=pace)
             cached = faithfulness.run(predictor, info.path, sample, settings, source=source,
-                            progress=progress, weights=weights)
-            bar.empty()
+                                      progress=bar, weights=weights)
+            bar.close()
             if cached.cache_error:
                 st.warning(cached.cache_error)
     shown = cached

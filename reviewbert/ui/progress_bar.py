@@ -39,6 +39,7 @@ class StreamlitProgress:
     def __init__(self, total: int, what: str, unit: str = "reviews", guess: float | None = None,
                  where=st):
         self.total, self.what, self.unit, self.done = max(int(total), 1), what, unit, 0
+        self.before = 0         # done before this run (resumed): not in the rate
         self.t0 = time.perf_counter()
         first = f", {about(guess)}" if guess is not None else ""
         self.bar = where.progress(0.0, text=f"{what}: starting{first}…")
@@ -46,11 +47,17 @@ class StreamlitProgress:
     def __call__(self, n: int) -> None:
         self.done += n
         elapsed = time.perf_counter() - self.t0
-        rate = self.done / elapsed if elapsed > 0 else 0.0
+        rate = (self.done - self.before) / elapsed if elapsed > 0 else 0.0
         left = max(self.total - self.done, 0) / rate if rate > 0 else float("nan")
         self.bar.progress(min(1.0, self.done / self.total),
                           text=f"{self.what}: {self.done:,} / {self.total:,} {self.unit} · "
-                               f"{rate:,.0f} {self.unit}/s · {about(left)} left")
+                               f"{rate_text(rate, self.unit)} · {about(left)} left")
+
+    def resumed(self, n: int) -> None:
+        """``n`` were done before this run (resumed from a partial cache): shown as done,
+        left out of the rate."""
+        self.before += n
+        self(n)
 
     def waiting(self) -> None:
         """Another session computes this very work: say so (the bar stays empty)."""
@@ -101,6 +108,15 @@ def in_background(key: str, work: Callable[[], object], what: str, guess: float,
         if _JOBS.get(key) is job:
             del _JOBS[key]
     return future.result()
+
+
+def rate_text(rate: float, unit: str) -> str:
+    """"1,234 wordpieces/s", "2.5 reviews/s", or, under one a second, "4.2 s each"."""
+    if rate >= 10:
+        return f"{rate:,.0f} {unit}/s"
+    if rate >= 1:
+        return f"{rate:.1f} {unit}/s"
+    return f"{1 / rate:.1f} s each" if rate > 0 else f"? {unit}/s"
 
 
 def about(s: float | None) -> str:

@@ -413,15 +413,11 @@ def brittleness_tab(predictor, info, reviews, source: str, weights: str,
 
 
 def _run_brittleness(predictor, info, texts, stars, settings, source):
-    bar = st.progress(0.0, text="Starting…")
-
-    def progress(done, total, elapsed, eta):
-        bar.progress(done / total, text=f"{done}/{total} reviews · {elapsed:.0f} s so far · "
-                                        f"about {eta:.0f} s left")
+    bar = StreamlitProgress(len(texts), "Deleting words until the rating changes")
     with _threads(predictor):
         result = brittleness.run(predictor, info.path, texts, stars, settings, source=source,
-                                 progress=progress)
-    bar.empty()
+                                 progress=bar)
+    bar.close()
     if result.cache_error:
         st.warning(result.cache_error)
     return result

@@ -21,6 +21,8 @@ def _script():
         time.sleep(0.02)
         if step == "grow":
             bar.grow(1000)
+        elif isinstance(step, tuple):                 # ("resumed", n): done before this run
+            bar.resumed(step[1])
         else:
             bar(step)
     if st.session_state.get("close"):
@@ -60,6 +62,39 @@ def test_work_found_on_the_way_steps_the_bar_back_and_close_leaves_nothing():
     assert p.value == 100
     at = run(steps=[1000], close=True)
     assert not at.get("progress") and [m.value for m in at.markdown] == ["below"]
+
+
+def test_a_resumed_run_shows_what_was_done_before_and_times_only_what_is_left():
+    from reviewbert.progress import resumed
+    # 900 of 1,000 done before this run, then 50 in ~40 ms: ~1,200 wordpieces/s, so the 50
+    # left take a few seconds; counted into the rate, the 950 would promise ~0.02 s
+    p = bar_of(run(steps=[("resumed", 900), 25, 25]))
+    assert p.value == 95 and "950 / 1,000 wordpieces" in p.text
+    rate = float(p.text.split(" · ")[1].split()[0].replace(",", ""))
+    assert rate < 2600, p.text
+    # a plain callable, without resumed(), is simply told the count
+    told = []
+    resumed(told.append, 3)
+    resumed(told.append, 0)
+    resumed(None, 3)
+    assert told == [3]
+
+
+def test_rates_read_at_every_speed():
+    from reviewbert.ui.progress_bar import rate_text
+    assert rate_text(12345.6, "wordpieces") == "12,346 wordpieces/s"
+    assert rate_text(2.46, "reviews") == "2.5 reviews/s"
+    assert rate_text(0.25, "reviews") == "4.0 s each"       # slow work: not "0 reviews/s"
+    assert rate_text(0.0, "reviews") == "? reviews/s"
+
+
+def test_the_terminal_bar_starts_where_a_resumed_run_left_off(capsys):
+    from reviewbert.progress import TqdmProgress
+    with TqdmProgress(10, "faithfulness") as bar:
+        bar.resumed(4)
+        bar(1)
+        assert bar.bar.n == 5 and bar.bar.initial == 4 and bar.bar.total == 10
+    assert "5/10" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------ in_background
