@@ -14,6 +14,13 @@ cores busy for twenty times 20 s. With :func:`cached_or_computed`:
 
 The key covers everything that decides the numbers: the weights' sha256, the token ids,
 and each method's settings (:func:`method_fields`), with :data:`VERSION` for the code.
+
+The pages compute the slow methods in pairs (:func:`shared_groups`: the gradient methods,
+LIME and occlusion) and cache each pair as one entry. One method alone (What if?'s
+comparison, ``reviewbert whatif TEXT``) goes through :func:`scores`: read from a stored
+pair that holds the very same method, or from its own entry, else computed and stored
+under its own key; so LIME of a review that the Predict page explained is not computed
+again to compare an edit with it, and a class comparing the same edit computes it once.
 """
 from __future__ import annotations
 
@@ -143,6 +150,38 @@ def _remember(key_: str, results: list) -> None:
         _MEMORY.move_to_end(key_)
         while len(_MEMORY) > MEMORY_ENTRIES:
             _MEMORY.popitem(last=False)
+
+
+def shared_groups() -> list[list]:
+    """The methods the pages compute and cache together, with their default settings."""
+    return [explain.gradient_methods(), explain.perturbation_methods()]
+
+
+def stored(predictor, pred, method) -> explain.TokenScores | None:
+    """``method``'s scores of ``pred`` if stored: alone, or within a stored group."""
+    want = method_fields(method)
+    for group in shared_groups():
+        if any(method_fields(m) == want for m in group):
+            got = load(*place(predictor, pred, group), pred)
+            hit = next((r for r in got or [] if r.method == method.name), None)
+            if hit is not None:
+                return hit
+    got = load(*place(predictor, pred, [method]), pred)
+    return None if got is None else got[0]
+
+
+def scores(predictor, pred, method, progress=None, on_wait=None) -> Outcome:
+    """One method's scores of one review, through the cache (see the module docstring);
+    ``results`` holds the one TokenScores. A method that reads only attentions (no model
+    pass: ``cost`` 0) is computed, never stored."""
+    if method.cost(pred) == 0:
+        return Outcome([method.run(predictor, pred, progress)], False)
+    got = stored(predictor, pred, method)
+    if got is not None:
+        return Outcome([got], True)
+    ckpt, key_ = place(predictor, pred, [method])
+    return cached_or_computed(ckpt, key_, lambda: [method.run(predictor, pred, progress)],
+                              on_wait=on_wait, pred=pred)
 
 
 @dataclass

@@ -633,24 +633,33 @@ def _row(word, op, b, i, a, j) -> dict:
 
 
 def compare(predictor, before, after, method: str | None = DEFAULT_METHOD,
-            layer: int | None = None, head: int | None = None, progress=None) -> Comparison:
-    """Both predictions, the word diff and (``method`` not None) that method's scores of both;
-    ``progress(n)`` with the wordpieces the method's passes read (:func:`compare_cost`)."""
+            layer: int | None = None, head: int | None = None, progress=None,
+            on_wait=None) -> Comparison:
+    """Both predictions, the word diff and (``method`` not None) that method's scores of both,
+    each read from the explanation cache where any page or session computed it, else
+    computed and cached (reviewbert/explanation_cache.py: ``on_wait()`` while another
+    thread computes the same); ``progress(n)`` with the wordpieces the method's passes read
+    (:func:`compare_cost`)."""
+    from . import explanation_cache
     cmp = Comparison(before, after, diff_words(before.words, after.words))
     if method:
         m = explain.method_by_name(method, layer, head)
-        cmp.before_scores = m.run(predictor, before, progress)
-        cmp.after_scores = m.run(predictor, after, progress)
+        cmp.before_scores, cmp.after_scores = (
+            explanation_cache.scores(predictor, p, m, progress, on_wait).results[0]
+            for p in (before, after))
     return cmp
 
 
 def compare_cost(before, after, method: str | None, layer: int | None = None,
-                 head: int | None = None) -> int:
-    """Wordpieces :func:`compare` has the model read (0: the method reads attentions only)."""
+                 head: int | None = None, predictor=None) -> int:
+    """Wordpieces :func:`compare` has the model read (0: the method reads attentions only);
+    given the ``predictor``, a version whose scores are cached costs nothing."""
     if not method:
         return 0
+    from . import explanation_cache
     m = explain.method_by_name(method, layer, head)
-    return m.cost(before) + m.cost(after)
+    return sum(m.cost(p) for p in (before, after)
+               if predictor is None or explanation_cache.stored(predictor, p, m) is None)
 
 
 @dataclass

@@ -113,12 +113,13 @@ def _compare(predictor, pred, text: str, method: str, s: dict, record: bool = Tr
         s["cmp"] = None
         st.info(UNREADABLE)
         return
-    work = whatif.compare_cost(pred, after, method)
+    work = whatif.compare_cost(pred, after, method, predictor=predictor)
     bar = StreamlitProgress(work, f"{explain.LABELS[method]} of both versions",
                             unit="wordpieces") if work else None
     try:
         with _threads(predictor):
-            cmp = whatif.compare(predictor, pred, after, method, progress=bar)
+            cmp = whatif.compare(predictor, pred, after, method, progress=bar,
+                                 on_wait=None if bar is None else bar.waiting)
     except explain.Unsupported as e:
         st.warning(f"{explain.LABELS[method]} is not available for this model: {e}")
         cmp = whatif.compare(predictor, pred, after, None)

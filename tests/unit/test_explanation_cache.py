@@ -157,3 +157,37 @@ def test_a_folder_that_cannot_be_written_still_shows_and_says_so(predictor, ckpt
     assert "No space left on device" in out.cache_error and len(out.results) == 2
     assert not C.path(ckpt, k).exists()
     assert C.cached_or_computed(where, k, lambda: pytest.fail("computed twice")).from_cache
+
+
+def test_one_method_is_read_from_the_pages_pair_or_its_own_entry(predictor, ckpt):
+    """What if?'s comparison asks for one method of each version: the original's LIME comes
+    from the pair the Predict page stored (no model pass), the edit's is computed once and
+    stored under its own key, and the next comparison of the same edit reads both."""
+    from reviewbert import whatif
+    before = predictor.predict(REVIEW)
+    after = predictor.predict(REVIEW.replace("poor", "great"))
+    pair = E.perturbation_methods()
+    stored_pair = C.cached_or_computed(*C.place(predictor, before, pair),
+                                       lambda: E.explain(predictor, before, pair), pred=before)
+    lime = E.method_by_name("lime")
+    assert C.stored(predictor, before, lime) is not None            # found inside the pair
+    assert C.stored(predictor, after, lime) is None
+    assert whatif.compare_cost(before, after, "lime", predictor=predictor) == lime.cost(after)
+    read = []
+    cmp = whatif.compare(predictor, before, after, "lime", progress=read.append)
+    assert sum(read) == lime.cost(after)                # only the edit went through the model
+    np.testing.assert_array_equal(cmp.before_scores.scores, stored_pair.results[0].scores)
+    alone = lime.run(predictor, after)                  # the same numbers as computed alone
+    np.testing.assert_allclose(cmp.after_scores.scores, alone.scores, rtol=1e-5, atol=1e-7)
+    assert (ckpt / C.FOLDER / f"{C.place(predictor, after, [lime])[1]}.json").exists()
+    C._MEMORY.clear()                                   # as after a restart: from the files
+    again = []
+    cmp2 = whatif.compare(predictor, before, after, "lime", progress=again.append)
+    assert again == [] and whatif.compare_cost(before, after, "lime", predictor=predictor) == 0
+    np.testing.assert_array_equal(cmp2.after_scores.scores, cmp.after_scores.scores)
+    # a method that reads attentions only is computed, never stored
+    files = set((ckpt / C.FOLDER).iterdir())
+    whatif.compare(predictor, before, after, "value_norm")
+    assert set((ckpt / C.FOLDER).iterdir()) == files
+    # other settings are other numbers: never read from the page's pair
+    assert C.stored(predictor, before, E.Lime(n_samples=E.LIME_SAMPLES + 10)) is None
