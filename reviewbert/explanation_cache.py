@@ -17,7 +17,7 @@ and each method's settings (:func:`method_fields`), with :data:`VERSION` for the
 
 The pages compute the slow methods in pairs (:func:`shared_groups`: the gradient methods,
 LIME and occlusion) and cache each pair as one entry. One method alone (What if?'s
-comparison, ``reviewbert whatif TEXT``) goes through :func:`scores`: read from a stored
+comparison of an edit with its original) goes through :func:`scores`: read from a stored
 pair that holds the very same method, or from its own entry, else computed and stored
 under its own key; so LIME of a review that the Predict page explained is not computed
 again to compare an edit with it, and a class comparing the same edit computes it once.
