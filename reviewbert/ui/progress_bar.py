@@ -41,10 +41,14 @@ class StreamlitProgress:
         self.total, self.what, self.unit, self.done = max(int(total), 1), what, unit, 0
         self.before = 0         # done before this run (resumed): not in the rate
         self.t0 = time.perf_counter()
+        self.waited = None      # the last waiting() (see there)
         first = f", {about(guess)}" if guess is not None else ""
         self.bar = where.progress(0.0, text=f"{what}: starting{first}…")
 
     def __call__(self, n: int) -> None:
+        if self.waited is not None and n:
+            # the work began after the last wait: time the rate from there, not from the bar
+            self.t0, self.waited = self.waited, None
         self.done += n
         elapsed = time.perf_counter() - self.t0
         rate = (self.done - self.before) / elapsed if elapsed > 0 else 0.0
@@ -60,8 +64,11 @@ class StreamlitProgress:
         self(n)
 
     def waiting(self) -> None:
-        """Another session computes this very work: say so (the bar stays empty)."""
-        spent = time.perf_counter() - self.t0
+        """Another session computes this very work: say so (the bar stays empty). Should
+        that session stop and this one compute instead, its rate and time left are timed
+        from the last wait, not from the bar's start."""
+        self.waited = time.perf_counter()
+        spent = self.waited - self.t0
         self.bar.progress(0.0, text=f"{self.what}: another session is computing the same; "
                                     f"waiting for it ({spent:.0f} s)…")
 

@@ -21,8 +21,12 @@ def _script():
         time.sleep(0.02)
         if step == "grow":
             bar.grow(1000)
-        elif isinstance(step, tuple):                 # ("resumed", n): done before this run
+        elif isinstance(step, tuple) and step[0] == "resumed":  # done before this run
             bar.resumed(step[1])
+        elif isinstance(step, tuple):                 # ("wait", s): another session computes
+            bar.waiting()
+            time.sleep(step[1])
+            bar.waiting()
         else:
             bar(step)
     if st.session_state.get("close"):
@@ -78,6 +82,15 @@ def test_a_resumed_run_shows_what_was_done_before_and_times_only_what_is_left():
     resumed(told.append, 0)
     resumed(None, 3)
     assert told == [3]
+
+
+def test_work_taken_over_after_a_wait_is_timed_from_the_wait_s_end():
+    # 1.5 s waiting for another session, which stopped; then 250 of 1,000 in ~20 ms here:
+    # timed from the bar's start that would read ~160 wordpieces/s and ~5 s left
+    p = bar_of(run(steps=[("wait", 1.5), 250]))
+    assert "250 / 1,000 wordpieces" in p.text
+    rate = float(p.text.split(" · ")[1].split()[0].replace(",", ""))
+    assert rate > 1000, p.text
 
 
 def test_rates_read_at_every_speed():
