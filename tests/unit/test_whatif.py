@@ -31,9 +31,16 @@ def trig(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tiny(tiny_model_dir):
+def tiny(tiny_model_dir, tmp_path_factory):
+    """The tiny model from a copy of its folder: ``compare`` caches a slow method's scores
+    beside the checkpoint (reviewbert/explanation_cache.py), and the session's
+    ``tiny_model_dir`` must stay as made for the tests that copy it (their caches empty)."""
+    import shutil
+
     from reviewbert.inference import Predictor
-    return Predictor.from_checkpoint(tiny_model_dir, torch.device("cpu"))
+    folder = tmp_path_factory.mktemp("whatif-tiny") / "tiny"
+    shutil.copytree(tiny_model_dir, folder)
+    return Predictor.from_checkpoint(folder, torch.device("cpu"))
 
 
 def word_index(pred, word: str) -> int:
