@@ -42,7 +42,9 @@ every run of this bench did before 2026-11-27 (that config then left Streamlit's
 on, and under ``make run`` it burned a core: see the config's comment).
 
 "Drawn" is what tests/browser/test_browser.py waits for (browser_support.wait_drawn): the
-open attention view shows the new review. Since 2026-11-28 the four views are tabs and
+open attention view shows the new review, and (since 2026-11-28, stop 45) the prediction
+card's stars are there: on the page's first prediction they used to come up to 0.5 s after
+the view, HTML in Markdown waiting for its code. Since 2026-11-28 the four views are tabs and
 only the open one is built, the highlighted review first: it ends with the text's last
 word. A baseline older than that drew all four one under the other, and its click is
 drawn when the highlighted review ends with the last word and three attention charts and
