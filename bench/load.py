@@ -30,6 +30,11 @@ for ~8 predictions/s, about three times what 2 cores serve, so the queue grows a
 the target cannot hold). Classroom: think 10-30 s (reading the result), first
 clicks over 20 s.
 4. the run is stopped; ``--idle-after`` more single-session predictions, idle.
+5. the floor (``--floor 1``, the default), with the server gone: the same sessions, reviews
+   and think times served by nothing but ``Predictor.predict`` on one torch thread each,
+   in this process, no training beside it (:func:`forward_floor`). Its p95 over the
+   page's idle p50 is what no Predict page can beat here: above the target, the target
+   is out of reach on this machine whatever the page does (``forward_floor`` in the JSON).
 
 Errors: failed sessions, exception elements, error alerts, a prediction missing
 or showing another session's review, "Traceback"/"Error" lines in the server log.
@@ -321,6 +326,52 @@ def single(url: str, tokenizer, n: int, warmup: int, session: int) -> SessionLog
 
 
 # ------------------------------------------------------------------ the whole load
+def forward_floor(ckpt: Path, sessions: int, per_session: int, think: tuple[float, float],
+                  ramp: float = 0.0, seed: int = 0, idle: int = 30) -> dict:
+    """What the same sessions would wait for from a server that did nothing but the forward
+    pass: the reviews, think times and first-click timing of :func:`concurrent` (same
+    seeds), each prediction ``Predictor.predict`` on one torch thread (as the app server
+    runs it), one Python thread per session, in this process, with no script, figures,
+    websocket or training beside it. A floor under any Predict page: should its p95 over
+    the page's idle p50 exceed the target, no page can meet that target on this machine."""
+    from reviewbert.device import cpu_threads
+    from reviewbert.model_loading import load_predictor
+    predictor = load_predictor(str(ckpt))
+
+    def one(text: str) -> float:
+        t0 = time.perf_counter()
+        with cpu_threads(1):
+            predictor.predict(text)
+        return 1000 * (time.perf_counter() - t0)
+
+    alone = [one(t) for t in reviews_of_mixed_length(predictor.tokenizer, idle, 0,
+                                                        random.Random(seed - 1))]
+    logs = [SessionLog() for _ in range(sessions)]
+    start = threading.Barrier(sessions)
+
+    def session(i: int) -> None:
+        rng = random.Random(seed + i)
+        texts = reviews_of_mixed_length(predictor.tokenizer, per_session, i + 1,
+                                        random.Random(seed + i))
+        start.wait()
+        if ramp > 0:
+            time.sleep(rng.uniform(0.0, ramp))
+        for k, text in enumerate(texts):
+            if k and think[1] > 0:
+                time.sleep(rng.uniform(*think))
+            logs[i].latencies_ms.append(one(text))
+
+    threads = [threading.Thread(target=session, args=(i,), daemon=True) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lat = [x for lg in logs for x in lg.latencies_ms]
+    p50, p95 = stats(lat)
+    return {"forward_alone_p50_ms": stats(alone)[0], "p50_ms": p50, "p95_ms": p95,
+            "first_clicks_ms": sorted(round(lg.latencies_ms[0], 1) for lg in logs)}
+
+
 def run_load(ckpt: Path, tmp: Path, train_args: list, *, sessions: int = 20,
              per_session: int = 5, idle: int = 30, idle_after: int = 10,
              think: tuple[float, float] = (1.0, 4.0), ramp: float = 0.0, warmup: int = 3,
@@ -443,6 +494,9 @@ def main(argv=None):
     ap.add_argument("--capacity", type=float, default=15.0, metavar="S",
                     help="first, with no training: every session presses Predict back to "
                          "back for S seconds; the runs per second served (0: skip)")
+    ap.add_argument("--floor", type=int, default=1, choices=(0, 1),
+                    help="last, with the server gone: the same sessions served by the forward "
+                         "pass alone (forward_floor), the p95 no page can beat (0: skip)")
     ap.add_argument("--baseline", metavar="REV",
                     help="also measure the capacity of this git revision (a worktree)")
     ap.add_argument("--data", type=Path, default=default_data())
@@ -472,6 +526,16 @@ def main(argv=None):
             sessions=args.sessions, per_session=args.per_session, idle=args.idle,
             idle_after=args.idle_after, think=tuple(args.think), ramp=args.ramp,
             target=args.target, say=say)
+        if args.floor:
+            floor = forward_floor(args.checkpoint, args.sessions, args.per_session,
+                                  tuple(args.think), args.ramp)
+            idle_p50 = summary["idle_single_p50_ms"]
+            floor["ratio_p95_vs_page_idle_p50"] = round(floor["p95_ms"] / idle_p50, 2)
+            floor["target_reachable"] = floor["ratio_p95_vs_page_idle_p50"] <= args.target
+            summary["forward_floor"] = floor
+            say(f"the forward pass alone, same sessions: p95 {floor['p95_ms']} ms = "
+                f"{floor['ratio_p95_vs_page_idle_p50']}x the page's idle p50 (target "
+                f"{args.target}x reachable by any page: {floor['target_reachable']})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if cap:
