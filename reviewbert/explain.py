@@ -500,7 +500,8 @@ class _DeletionForward:
             rows.append([t for t in row if t != DELETED])
         self.passes += len(rows)
         from .inference import softmax
-        return torch.from_numpy(softmax(self.predictor.batch_logits(rows, progress=self.progress)))
+        return torch.from_numpy(softmax(self.predictor.batch_logits(
+            rows, progress=self.progress, remember=True)))
 
 
 def _pieces_per_word(pred, n_words: int | None = None) -> np.ndarray:

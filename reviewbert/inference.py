@@ -37,7 +37,9 @@ from .checkpoint import load_checkpoint, load_plain, model_from_plain
 from .device import pick_device
 from .labels import LabelScheme, scheme_from_id2label
 from .plain_tokenizer import PlainTokenizer
+from .progress import resumed
 from .pruning import alive_heads, full_attentions
+from .row_memo import RowMemo
 
 MAX_CHARS = 100_000
 """Longer input is cut before tokenising: nobody pastes a book to see attention."""
@@ -585,26 +587,43 @@ class Predictor:
 
     @torch.inference_mode()
     def batch_logits(self, rows: list[list[int]], precision: str = "fp32",
-                     tokens_per_batch: int | None = None, progress=None) -> np.ndarray:
+                     tokens_per_batch: int | None = None, progress=None,
+                     remember: bool = False) -> np.ndarray:
         """Logits [len(rows), C] (fp32 numpy) of many token-id rows, each with its own
         [CLS]/[SEP], of any lengths: sorted by length, cut into batches of at most
         ``tokens_per_batch`` padded tokens, padded at the end, padded keys masked (each row
         gets the logits it gets alone). ``precision`` "bf16": bf16 autocast, for search
         passes whose results are checked again in fp32 before anyone sees them.
-        ``progress(n)`` after each batch, with its rows' wordpieces (padding not counted)."""
+        ``progress(n)`` after each batch, with its rows' wordpieces (padding not counted).
+
+        ``remember`` (fp32 only): rows read before come from :attr:`row_memo` (told to
+        ``progress`` as resumed), and each batch's rows go there as soon as it is read, so
+        that work stopped at a ``progress`` call resumes where it stopped."""
         n_classes = self.scheme.num_labels
         out = np.zeros((len(rows), n_classes), dtype=np.float32)
         if not rows:
             return out
-        if len(rows) == 1 and precision == "fp32" and self.fast is not None:
+        memo = self.row_memo if remember and precision == "fp32" else None
+        todo = list(range(len(rows)))
+        if memo is not None:
+            known = memo.get_many(rows)
+            todo = [i for i, v in enumerate(known) if v is None]
+            for i, v in enumerate(known):
+                if v is not None:
+                    out[i] = v
+            resumed(progress, sum(len(r) for r, v in zip(rows, known) if v is not None))
+        if len(todo) == 1 and precision == "fp32" and self.fast is not None:
             # one row alone: the Predict page's own exact pass (oneDNN-packed weights)
-            logits, _ = self.fast(torch.as_tensor(rows[0], dtype=torch.long, device=self.device))
-            out[0] = logits.float().cpu().numpy()
+            row = rows[todo[0]]
+            logits, _ = self.fast(torch.as_tensor(row, dtype=torch.long, device=self.device))
+            out[todo[0]] = logits.float().cpu().numpy()
+            if memo is not None:
+                memo.put_many([row], out[todo[:1]])
             if progress is not None:
-                progress(len(rows[0]))
+                progress(len(row))
             return out
         budget = int(tokens_per_batch or self.BATCH_TOKENS)
-        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))
+        order = sorted(todo, key=lambda i: len(rows[i]))
         pad = self.tokenizer.pad_token_id or 0
         cast = (torch.autocast(self.device.type, dtype=torch.bfloat16) if precision == "bf16"
                 else contextlib.nullcontext())
@@ -616,10 +635,18 @@ class Predictor:
                     stop += 1
                 batch = [rows[i] for i in order[start:stop]]
                 out[order[start:stop]] = self._padded_logits(batch, pad)
+                if memo is not None:
+                    memo.put_many(batch, out[order[start:stop]])
                 start = stop
                 if progress is not None:
                     progress(sum(len(r) for r in batch))
         return out
+
+    @property
+    def row_memo(self) -> RowMemo:
+        """The logits of rows :meth:`batch_logits` read with ``remember`` (row_memo.py)."""
+        memo = self.__dict__.get("_row_memo")
+        return memo if memo is not None else self.__dict__.setdefault("_row_memo", RowMemo())
 
     def _padded_logits(self, batch: list[list[int]], pad: int) -> np.ndarray:
         width = max(len(r) for r in batch)

@@ -127,6 +127,8 @@ def test_lime_shows_its_progress_and_stops_when_the_user_leaves(page):
     pg.get_by_role("heading", name="Which words mattered?").scroll_into_view_if_needed()
     shot(pg, "explain_04_lime_progress.png", height=2400)
     server = psutil.Process(srv.proc.pid)
+    pg.wait_for_timeout(1500)
+    shown = _done(bar.inner_text())
     pg.get_by_role("link", name="Train").click()
     pg.get_by_role("heading", name="Train a model").wait_for(timeout=30_000)
     pg.wait_for_timeout(1000)                    # the bar's next step: at most a batch away
@@ -135,7 +137,26 @@ def test_lime_shows_its_progress_and_stops_when_the_user_leaves(page):
     spent = sum(server.cpu_times()[:2]) - before
     # LIME running on would keep both cores busy (about 8 s of CPU in these 4 s)
     assert spent < 2.0, f"the server spent {spent:.1f} s of CPU in 4 s after the user left"
+
+    # Back on Predict, the same click resumes where the work stopped (row_memo.py): the
+    # bar's first count is at least what it showed before the user left
+    pg.get_by_role("link", name="Predict").click()
+    open_view(pg, "Which words mattered?")
+    pg.get_by_role("button", name="Add LIME and occlusion").click(timeout=60_000)
+    bar.get_by_text(" / ").wait_for(timeout=60_000)
+    again = _done(bar.inner_text())
+    assert shown > 0 and again >= shown, (shown, again)
+    pg.wait_for_function("() => document.querySelectorAll('.rb-explain').length === 5",
+                         timeout=180_000)
     assert blocked == [] and dialogs == []
+
+
+def _done(text: str) -> int:
+    """The wordpieces read so far, from a bar's "LIME and occlusion: 1,234 / 56,789 …"."""
+    import re
+    m = re.search(r": ([\d,]+) / [\d,]+ wordpieces", text)
+    assert m, text
+    return int(m.group(1).replace(",", ""))
 
 
 def test_two_sessions_asking_for_the_same_lime_share_one_computation(page):
