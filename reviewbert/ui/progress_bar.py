@@ -98,23 +98,31 @@ def in_background(key: str, work: Callable[[], object], what: str, guess: float,
         if job is None:
             job = _JOBS[key] = (_POOL.submit(work), time.perf_counter())
     future, t0 = job
-    if not future.done():
-        bar = where.progress(0.0, text=f"{what}: starting, {about(guess)}…")
-        try:
-            while not future.done():
-                spent = time.perf_counter() - t0
-                late = spent > guess
-                bar.progress(min(0.99, spent / max(guess, 1e-3)),
-                             text=f"{what}: {spent:.0f} s · " + (
-                                 f"longer than the {guess:.0f} s guessed" if late
-                                 else f"{about(guess - spent)} left"))
-                wait_for([future], timeout=poll)
-        finally:
-            bar.empty()
+    wait_timed(future, t0, what, guess, where, poll)
     with _LOCK:
         if _JOBS.get(key) is job:
             del _JOBS[key]
     return future.result()
+
+
+def wait_timed(future: Future, t0: float, what: str, guess: float, where=st,
+               poll: float = 0.25) -> None:
+    """Until ``future`` is done: a bar timed from ``t0`` (its start, ``time.perf_counter``)
+    against ``guess`` seconds, gone when it is done. Nothing is drawn if it already is."""
+    if future.done():
+        return
+    bar = where.progress(0.0, text=f"{what}: starting, {about(guess)}…")
+    try:
+        while not future.done():
+            spent = time.perf_counter() - t0
+            late = spent > guess
+            bar.progress(min(0.99, spent / max(guess, 1e-3)),
+                         text=f"{what}: {spent:.0f} s · " + (
+                             f"longer than the {guess:.0f} s guessed" if late
+                             else f"{about(guess - spent)} left"))
+            wait_for([future], timeout=poll)
+    finally:
+        bar.empty()
 
 
 def rate_text(rate: float, unit: str) -> str:

@@ -9,6 +9,7 @@ gets the Errors tab's own card (``error_analysis.review``).
 from __future__ import annotations
 
 import hashlib
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -24,12 +25,13 @@ from ..markdown import md_escape
 from ..report import METRIC_NAMES, fmt_metric
 from . import buttons, cached_model, error_analysis, nearest_reviews, state
 from .nearest_reviews import PREVIEW
-from .progress_bar import StreamlitProgress, in_background
+from .progress_bar import StreamlitProgress, in_background, wait_timed
 
 TABS = ("Map", "Drivers", "Slices")
 METHODS = {"PCA 2-D": ("pca", 2), "PCA 3-D": ("pca", 3), "UMAP 2-D": ("umap", 2),
            "UMAP 3-D": ("umap", 3)}
 UMAP_RATE = 400.0       # reviews/s of a warm UMAP on this 2-core CPU (for the estimate)
+READ_RATE = 10_000.0    # reviews/s of the neighbours and the map's reading (for the estimate)
 DRIVER_RATE = 1.0       # reviews/s of IG drivers assumed before the first run here
 
 
@@ -85,9 +87,10 @@ def _read(vecs, preds):
 
 
 @st.cache_resource(max_entries=6, show_spinner=False)
-def _reading_job(key: str, _vecs, _preds) -> Future:
-    """The reading of these vectors, shared by every session (read-only), as a future."""
-    return _READER.submit(_read, _vecs, _preds)
+def _reading_job(key: str, _vecs, _preds) -> tuple[Future, float]:
+    """The reading of these vectors, shared by every session (read-only), as a future, and
+    when it started (``time.perf_counter``)."""
+    return _READER.submit(_read, _vecs, _preds), time.perf_counter()
 
 
 def start_reading(preds, predictor) -> None:
@@ -102,10 +105,8 @@ def start_reading(preds, predictor) -> None:
 
 
 def _reading(key: str, vecs, preds):
-    job = _reading_job(key, vecs, preds)
-    if not job.done():
-        with st.spinner("Finding every review's neighbours…"):
-            return job.result()
+    job, t0 = _reading_job(key, vecs, preds)
+    wait_timed(job, t0, "Finding every review's neighbours", max(1.0, preds.n / READ_RATE))
     return job.result()
 
 

@@ -198,3 +198,26 @@ def test_a_job_finished_while_nobody_waited_is_handed_to_the_next_ask():
     assert calls == [1] and "k3" in P._JOBS
     assert P.in_background("k3", work, "UMAP", 5.0, where=Where()) == "coords"
     assert calls == [1] and "k3" not in P._JOBS         # handed over, not computed again
+
+
+def test_a_future_started_earlier_is_timed_from_its_own_start():
+    """The map's neighbours start in the background as the page opens (split_map); the
+    Map tab's wait for them shows the seconds since they started, not since the tab."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from reviewbert.ui.progress_bar import wait_timed
+    with ThreadPoolExecutor(1) as pool:
+        t0 = time.perf_counter() - 3.0                   # started 3 s before this run
+        job = pool.submit(time.sleep, 0.3)
+        where = Where()
+        wait_timed(job, t0, "Finding every review's neighbours", 2.0, where=where, poll=0.05)
+        assert job.done()
+        texts = where.texts
+        assert texts[0] == "Finding every review's neighbours: starting, a few seconds…"
+        assert texts[-1] is None                                   # gone once done
+        assert any(t and t.startswith("Finding every review's neighbours: 3 s · longer than "
+                                      "the 2 s guessed") for t in texts[1:-1]), texts
+        done = Where()
+        wait_timed(job, t0, "Finding every review's neighbours", 2.0, where=done)
+        assert done.texts == []                                    # done: nothing drawn
