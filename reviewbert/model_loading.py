@@ -62,12 +62,21 @@ def cannot_predict(path: str, e: BaseException) -> CheckpointError:
 
 def load_predictor(path: str) -> Predictor:
     """The checkpoint's Predictor on the picked device, warmed up. Any failure is a
-    CheckpointError (one line, which every page shows instead of a traceback)."""
-    from .device import pick_device
+    CheckpointError (one line, which every page shows instead of a traceback).
+
+    On the CPU the warm-up runs with the threads the app gives one review
+    (``device.threads_for_one_review``: one on two cores). oneDNN builds its primitives
+    per thread count, so these are the ones the app's predictions use; and the load runs
+    while the browser draws the first page: with two threads on two cores the warm-up
+    waited at OpenMP barriers for the core the browser held, 2.1 s in the server against
+    0.5 s alone; with one, 0.9-1.3 s (2-core Zen 4 EPYC, a probe of the load's phases)."""
+    from .device import cpu_threads, pick_device, threads_for_one_review
     from .inference import Predictor
     predictor = Predictor.from_checkpoint(path, pick_device())
+    threads = threads_for_one_review(False) if predictor.device.type == "cpu" else None
     try:
-        predictor.warm_up()
+        with cpu_threads(threads):
+            predictor.warm_up()
     except Exception as e:  # noqa: BLE001 - it loaded but cannot predict: still broken
         raise cannot_predict(path, e) from e
     return predictor

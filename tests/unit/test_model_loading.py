@@ -159,3 +159,22 @@ def test_a_held_load_that_nobody_releases_starts_after_hold_s(monkeypatch):
                          hold=True)
     job._thread.join(10)        # the page that started it never released it: it loads anyway
     assert job.ready and job.failed is None
+
+
+def test_the_warm_up_runs_with_the_threads_the_app_gives_one_review(tiny_model_dir, monkeypatch):
+    """oneDNN builds its primitives per thread count: warmed up with the app's count for one
+    review (one on two cores), the first predictions build none, and the warm-up does not
+    wait for a core the browser holds. The process's own count is left as it was."""
+    import torch
+
+    from reviewbert import device
+    from reviewbert.inference import Predictor
+    seen = []
+    real = Predictor.warm_up
+    monkeypatch.setattr(Predictor, "warm_up",
+                        lambda self: (seen.append(torch.get_num_threads()), real(self))[1])
+    monkeypatch.setattr(device, "_threads_before_blocks", lambda: 6)
+    before = torch.get_num_threads()
+    load_predictor(str(tiny_model_dir))
+    assert seen == [device.threads_for_one_review(False)] == [3]
+    assert torch.get_num_threads() == before
