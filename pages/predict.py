@@ -16,8 +16,8 @@ key = f"{info.path}:{cached_model.mtime(info.path)}"
 # The prediction and its attention views take turns with the other sessions' (first come,
 # first served: predict.turn); the other tabs' longer work does not.
 with predict.turn(info):
-    predict.input_panel(info, key)
-    result = predict.current(key)
+    fresh = predict.input_panel(info, key)
+    result = predict.current(key, fresh)
     if result is None:
         predict.prefetch(info)
         st.stop()

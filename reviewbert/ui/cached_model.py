@@ -8,6 +8,7 @@ Every page that needs a model starts with :func:`require_predictor`, or with
 from __future__ import annotations
 
 import importlib
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -33,10 +34,24 @@ VIEW_MODULES = ("reviewbert.ui.prediction", "reviewbert.ui.explanations",
                 "reviewbert.ui.nearest_reviews", "reviewbert.ui.whatif")
 
 
+MTIME_TTL_S = 1.0
+"""How long :func:`mtime` reuses what it read: a page run asks 6-8 times (the page's key, each
+``loading``, each ``load_predictor``), and each read globbed the folder and stat'ed its files,
+~3 ms of a Predict run's ~45 ms of page CPU (py-spy of the server). A checkpoint re-saved in
+place is seen at most this much later."""
+_MTIMES: dict[str, tuple[float, float]] = {}     # path -> (time.monotonic() read, mtime)
+
+
 def mtime(path: Path) -> float:
     """Changes when a checkpoint is re-saved in place: part of the cache key."""
+    key, now = str(path), time.monotonic()
+    hit = _MTIMES.get(key)
+    if hit is not None and now - hit[0] < MTIME_TTL_S:
+        return hit[1]
     files = [path / "config.json", *path.glob("*.safetensors")]
-    return max((f.stat().st_mtime for f in files if f.exists()), default=0.0)
+    value = max((f.stat().st_mtime for f in files if f.exists()), default=0.0)
+    _MTIMES[key] = (now, value)
+    return value
 
 
 @st.cache_resource(max_entries=3, show_spinner=False)

@@ -114,8 +114,9 @@ def _predict_clicked() -> None:
     st.session_state[state.RUN_PREDICT] = True
 
 
-def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
-    """Sample or paste, then Predict; drawn at once, even while the model loads."""
+def input_panel(info: CheckpointInfo, ckpt_key: str) -> Prediction | None:
+    """Sample or paste, then Predict; drawn at once, even while the model loads. Returns
+    the prediction this run made (None if it made none), for :func:`current`."""
     if cached_model.loading(info).split_ready():
         source = _sample_source(info)[1]
     else:
@@ -159,13 +160,15 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> None:
                     "spaces), or press **Sample a review**.")
             return
         try:
-            run(cached_model.require_predictor()[1], text, ckpt_key)
+            pred = run(cached_model.require_predictor()[1], text, ckpt_key)
         except Exception:
             st.session_state.pop(state.RUN_PREDICT, None)    # said once, not on every run
             raise
         # Only now: a run stopped before this line (by a click made meanwhile) leaves the
         # request for the run that click starts.
         st.session_state.pop(state.RUN_PREDICT, None)
+        return pred
+    return None
 
 
 def prefetch(info: CheckpointInfo) -> None:
@@ -210,24 +213,29 @@ def _predict(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
         return shared_prediction(ckpt_key, text, predictor)
 
 
-def run(predictor: Predictor, text: str, ckpt_key: str) -> None:
+def run(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
     """Predict ``text`` as the session's result. A run stopped by a click made during the
     forward pass leaves ``state.RUN_PREDICT`` set (:func:`input_panel` clears it only
     after this returns), so the run that click starts predicts again, from the shared
     cache, rather than drawing the previous review."""
-    _predict(predictor, text, ckpt_key)
+    pred = _predict(predictor, text, ckpt_key)
     st.session_state[state.RESULT] = {"key": ckpt_key, "input": text}
+    return pred
 
 
-def current(ckpt_key: str):
+def current(ckpt_key: str, fresh: Prediction | None = None):
     """(prediction, true stars or None, source or None); the same text through the newly
-    picked checkpoint if another was picked since."""
+    picked checkpoint if another was picked since. ``fresh``: the prediction this run just
+    made (:func:`input_panel`'s), used as it is rather than looked up again (a second
+    spinner and cache lookup, ~2 ms of a Predict run)."""
     res = st.session_state.get(state.RESULT)
     if not res:
         return None
     if res["key"] != ckpt_key:  # another checkpoint was picked: same text, new model
         res = st.session_state[state.RESULT] = {"key": ckpt_key, "input": res["input"]}
-    pred = _predict(cached_model.require_predictor()[1], res["input"], ckpt_key)
+    # ``fresh`` is, by construction, the prediction of this very result (run() stored it)
+    pred = fresh if fresh is not None else _predict(cached_model.require_predictor()[1],
+                                                    res["input"], ckpt_key)
     truth = st.session_state.get(state.TRUTH) or {}
     if truth.get("text") == res["input"]:
         return pred, truth.get("stars"), truth.get("source")

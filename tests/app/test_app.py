@@ -222,3 +222,39 @@ def test_the_review_and_the_sampler_filters_survive_another_page(monkeypatch, ck
     assert at.checkbox(key=S.SAMPLE_WRONG).value is True
     at.switch_page(S.TRAIN_PAGE).run()
     assert at.radio(key=S.TRAIN_VIEW).value == "Search"
+
+
+def test_a_predict_run_looks_its_prediction_up_once(monkeypatch, ckpt_root):
+    """The run that carries *Predict* draws the prediction it just made: one shared-cache
+    lookup (and one spinner), not a second one for the views; a later run looks it up."""
+    from reviewbert.ui import predict as P
+    calls = []
+    real = P._predict
+    monkeypatch.setattr(P, "_predict", lambda *a: (calls.append(a[1]), real(*a))[1])
+    at = run_loaded(app(monkeypatch, ckpt_root))
+    predict(at, "Screen cracked on day one, returned it.")
+    assert calls == ["Screen cracked on day one, returned it."]
+    assert "Predicted:" in texts(at)
+    at.run()                                            # no click: the kept result, looked up
+    assert calls == ["Screen cracked on day one, returned it."] * 2
+    assert "Predicted:" in texts(at)
+
+
+def test_a_checkpoints_mtime_is_read_once_a_second_and_a_re_save_is_seen(tmp_path, monkeypatch):
+    import os
+    import time
+
+    from reviewbert.ui import cached_model
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"x")
+    os.utime(tmp_path / "model.safetensors", (1_000_000, 1_000_000))
+    os.utime(tmp_path / "config.json", (1_000_000, 1_000_000))
+    globs = []
+    real_glob = Path.glob
+    monkeypatch.setattr(Path, "glob", lambda self, pat: (globs.append(pat), real_glob(self, pat))[1])
+    first = cached_model.mtime(tmp_path)
+    assert first == 1_000_000 and cached_model.mtime(tmp_path) == first and len(globs) == 1
+    os.utime(tmp_path / "model.safetensors", (2_000_000, 2_000_000))     # re-saved in place
+    monkeypatch.setattr(cached_model, "MTIME_TTL_S", 0.05)
+    time.sleep(0.06)
+    assert cached_model.mtime(tmp_path) == 2_000_000 and len(globs) == 2

@@ -177,7 +177,7 @@ def test_the_predict_page_imports_its_views_after_the_panel_and_the_load_preimpo
     # in source order, nested blocks included (the panel and the views share a `with`)
     for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.stmt)),
                        key=lambda n: (n.lineno, n.col_offset)):
-        if isinstance(node, ast.Expr) and "input_panel" in ast.unparse(node):
+        if isinstance(node, (ast.Expr, ast.Assign)) and "input_panel" in ast.unparse(node):
             seen_panel = True
         if isinstance(node, ast.ImportFrom) and node.module == "reviewbert.ui":
             names = {f"reviewbert.ui.{a.name}" for a in node.names}
