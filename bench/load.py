@@ -199,13 +199,30 @@ def check(res, text: str, log: SessionLog) -> bool:
     return not res.errors
 
 
+def session_texts(tokenizer, per_session: int, session: int, seed: int) -> list[str]:
+    """Session ``session``'s reviews (0-based) in :func:`concurrent` and :func:`forward_floor`."""
+    return reviews_of_mixed_length(tokenizer, per_session, session + 1,
+                                   random.Random(seed + session))
+
+
+def paced(texts: list[str], think: tuple[float, float], ramp: float, seed: int, act) -> None:
+    """``act(text)`` for each text as one user clicks: the first within a uniform 0..ramp s,
+    then a uniform think time between two (one ``random.Random(seed)`` draws both)."""
+    rng = random.Random(seed)
+    if ramp > 0:
+        time.sleep(rng.uniform(0.0, ramp))
+    for i, text in enumerate(texts):
+        if i and think[1] > 0:
+            time.sleep(rng.uniform(*think))
+        act(text)
+
+
 def drive(url: str, texts: list[str], think: tuple[float, float], seed: int,
           log: SessionLog, start: threading.Barrier | None = None,
           ramp: float = 0.0) -> SessionLog:
     """One session: open the app, then predict each text (think time between). With
     ``ramp``, the first prediction waits a uniform random 0..ramp seconds after the page
     opened (users do not all press Predict in the same instant)."""
-    rng = random.Random(seed)
     try:
         if start is not None:
             start.wait()
@@ -213,14 +230,12 @@ def drive(url: str, texts: list[str], think: tuple[float, float], seed: int,
             opened = s.open()
             log.open_ms = opened.seconds * 1000
             log.errors += opened.errors
-            if ramp > 0:
-                time.sleep(rng.uniform(0.0, ramp))
-            for i, text in enumerate(texts):
-                if i and think[1] > 0:
-                    time.sleep(rng.uniform(*think))
+
+            def predict(text: str) -> None:
                 res = s.predict(text)
                 if check(res, text, log):
                     log.latencies_ms.append(res.ms)
+            paced(texts, think, ramp, seed, predict)
     except Exception as e:  # noqa: BLE001 - a failed session is counted, not fatal
         log.errors.append(f"session failed: {type(e).__name__}: {e}")
     return log
@@ -234,7 +249,7 @@ def concurrent(url: str, tokenizer, sessions: int, per_session: int,
     start = threading.Barrier(sessions)
     threads = []
     for i in range(sessions):
-        texts = reviews_of_mixed_length(tokenizer, per_session, i + 1, random.Random(seed + i))
+        texts = session_texts(tokenizer, per_session, i, seed)
         t = threading.Thread(target=drive, args=(url, texts, think, seed + i, logs[i], start,
                                                  ramp), daemon=True)
         t.start()
@@ -350,16 +365,9 @@ def forward_floor(ckpt: Path, sessions: int, per_session: int, think: tuple[floa
     start = threading.Barrier(sessions)
 
     def session(i: int) -> None:
-        rng = random.Random(seed + i)
-        texts = reviews_of_mixed_length(predictor.tokenizer, per_session, i + 1,
-                                        random.Random(seed + i))
+        texts = session_texts(predictor.tokenizer, per_session, i, seed)
         start.wait()
-        if ramp > 0:
-            time.sleep(rng.uniform(0.0, ramp))
-        for k, text in enumerate(texts):
-            if k and think[1] > 0:
-                time.sleep(rng.uniform(*think))
-            logs[i].latencies_ms.append(one(text))
+        paced(texts, think, ramp, seed + i, lambda text: logs[i].latencies_ms.append(one(text)))
 
     threads = [threading.Thread(target=session, args=(i,), daemon=True) for i in range(sessions)]
     for t in threads:
