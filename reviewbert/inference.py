@@ -606,12 +606,13 @@ class Predictor:
         memo = self.row_memo if remember and precision == "fp32" else None
         todo = list(range(len(rows)))
         if memo is not None:
-            known = memo.get_many(rows)
-            todo = [i for i, v in enumerate(known) if v is None]
-            for i, v in enumerate(known):
-                if v is not None:
-                    out[i] = v
-            resumed(progress, sum(len(r) for r, v in zip(rows, known) if v is not None))
+            todo, kept = [], 0
+            for i, v in enumerate(memo.get_many(rows)):
+                if v is None:
+                    todo.append(i)
+                else:
+                    out[i], kept = v, kept + len(rows[i])
+            resumed(progress, kept)
         if len(todo) == 1 and precision == "fp32" and self.fast is not None:
             # one row alone: the Predict page's own exact pass (oneDNN-packed weights)
             row = rows[todo[0]]

@@ -62,7 +62,3 @@ class RowMemo:
                 self._rows.move_to_end(k)
             while len(self._rows) > self.max_rows:
                 self._rows.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._rows.clear()
