@@ -20,7 +20,7 @@ $(STAMP): requirements.txt requirements-test.txt pyproject.toml
 	@touch $@
 
 run: setup
-	$(VENV)/bin/python -m reviewbert.ui.launcher $(ARGS)
+	$(VENV)/bin/python -m reviewbert.ui.runtime.launcher $(ARGS)
 
 browser:
 	@bash scripts/ensure-chromium.sh

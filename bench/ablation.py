@@ -50,10 +50,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reviewbert.checkpoint import trained_precision
-from reviewbert.device import cpu_description
 from reviewbert.fsio import atomic_write_json
-from reviewbert.runs import read_status
+from reviewbert.model.checkpoint import trained_precision
+from reviewbert.model.device import cpu_description
+from reviewbert.training.runs import read_status
 
 ROWS = ("undersample:128", "resample:128", "weighted:128",
         "undersample:256", "resample:256", "weighted:256")

@@ -11,7 +11,7 @@ split, rebuilt from its reviewbert.json (the balanced 2,105; real files in
     docs show it: fp32, one review at a time (its default batch size), with
     ``truncation=True, max_length=128`` (without them a long review errors) and
     ``top_k=None`` (every class probability, like ours);
-(b) reviewbert = ``reviewbert.batch_predict.predict_in_order`` as ``evaluate``, ``report``
+(b) reviewbert = ``reviewbert.model.batch_predict.predict_in_order`` as ``evaluate``, ``report``
     and the error-analysis page run it: one tokenizer call, length-sorted batches
     of 64 with dynamic padding, SDPA attention, ``torch.inference_mode`` and
     ``precision="auto"`` (bf16 autocast on a CPU with AMX-BF16/AVX512-BF16, detected
@@ -60,10 +60,10 @@ def main() -> int:
     from transformers import pipeline
     from transformers.utils import logging as hf_logging
 
-    from reviewbert.batch_predict import predict_in_order
-    from reviewbert.checkpoint import checkpoint_info, load_checkpoint
-    from reviewbert.device import cpu_bf16_units, resolve_precision
-    from reviewbert.examples import test_split_examples
+    from reviewbert.data.examples import test_split_examples
+    from reviewbert.model.batch_predict import predict_in_order
+    from reviewbert.model.checkpoint import checkpoint_info, load_checkpoint
+    from reviewbert.model.device import cpu_bf16_units, resolve_precision
 
     hf_logging.disable_progress_bar()
     info = checkpoint_info(args.checkpoint)

@@ -1,5 +1,5 @@
 """A class asking for LIME and occlusion of the same review at once: one computation for
-all of them (reviewbert/explanation_cache.py), against each session computing its own, as
+all of them (reviewbert/explain/cache.py), against each session computing its own, as
 the page did before, in the same process.
 
 - ``alone_s``: one session's LIME + occlusion of one 256-token review (wall clock);
@@ -30,9 +30,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reviewbert import explain as E  # noqa: E402
-from reviewbert import explanation_cache as C  # noqa: E402
-from reviewbert.device import cpu_description  # noqa: E402
+from reviewbert.explain import cache as C  # noqa: E402
+from reviewbert.explain import methods as E  # noqa: E402
+from reviewbert.model.device import cpu_description  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from explain_latency import predictor_at, review_of  # noqa: E402

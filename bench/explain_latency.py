@@ -1,7 +1,7 @@
 """Explanation latency on CPU: every method on one 256-token review, and our IG against
 Captum's IG with default settings run unbatched, in the same process.
 
-- each method of reviewbert/explain.py, timed as the page runs it (``Method.run``),
+- each method of reviewbert/explain/methods.py, timed as the page runs it (``Method.run``),
   after one warm-up; median of --repeats. IG as on the page: 16 steps, doubled while
   the delta is above 5 % (its final step count is reported);
 - "all methods": the sum of the medians (target: <= 3 s at 256 tokens on this CPU);
@@ -35,9 +35,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reviewbert import explain as E  # noqa: E402
-from reviewbert.examples import builtin_examples  # noqa: E402
-from reviewbert.inference import Predictor
+from reviewbert.data.examples import builtin_examples  # noqa: E402
+from reviewbert.explain import methods as E  # noqa: E402
+from reviewbert.model.inference import Predictor
 
 LADDER = (8, 12, 16, 20, 24, 32, 40, 50)
 

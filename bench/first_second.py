@@ -274,7 +274,7 @@ MODEL_CPU = """
 import statistics, sys, time
 sys.path.insert(0, ".")
 import torch
-from reviewbert.inference import Predictor
+from reviewbert.model.inference import Predictor
 torch.set_num_threads(1)
 p = Predictor.from_checkpoint("checkpoints/demo")
 p.warm_up()
@@ -317,7 +317,7 @@ def worktree(rev: str, where: Path):
 
 
 def main(argv=None) -> int:
-    from reviewbert.device import cpu_description
+    from reviewbert.model.device import cpu_description
 
     from browser_support import free_port
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -10,7 +10,7 @@ seed report's own *Cell Phones and Accessories* file), then evaluate it
     python bench/generalisation.py --checkpoint checkpoints/demo-holdout \
         --heldout ../shared/data/cell_phones_and_accessories_5core_sample.json
 
-Prints a summary, then one JSON line (what `python -m reviewbert.card --generalisation` reads).
+Prints a summary, then one JSON line (what `python -m reviewbert.training.card --generalisation` reads).
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reviewbert.batch_predict import evaluate_examples
-from reviewbert.checkpoint import load_checkpoint
 from reviewbert.data import ReadOptions, build_splits, splits_from_meta  # noqa: E402
+from reviewbert.model.batch_predict import evaluate_examples
+from reviewbert.model.checkpoint import load_checkpoint
 
 
 def run(checkpoint: str, heldout: str, data_dir: str | None = None) -> dict:

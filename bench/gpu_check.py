@@ -8,7 +8,7 @@ wheels made by ``bash scripts/gpu-wheels.sh`` and run ``bash scripts/gpu-check.s
 Steps, each recorded with its figures and a pass/fail:
 
 1. ``detect``: torch sees a CUDA GPU (name, capability, memory, bf16 support, versions).
-2. ``pick_device``: ``reviewbert.device.pick_device()`` chooses CUDA, and
+2. ``pick_device``: ``reviewbert.model.device.pick_device()`` chooses CUDA, and
    ``describe_device`` names the GPU.
 3. ``predict``: the Predict path (``inference.Predictor``, fp32) on the demo checkpoint
    on CUDA against the same on the CPU, for a short, a 128-token and a 256-token review:
@@ -70,7 +70,7 @@ def detect() -> dict:
 
 
 def pick_device_step() -> dict:
-    from reviewbert.device import describe_device, pick_device
+    from reviewbert.model.device import describe_device, pick_device
     device = pick_device()
     return {"device": str(device), "described": describe_device(device),
             "ok": device.type == "cuda"}
@@ -79,13 +79,13 @@ def pick_device_step() -> dict:
 def review_texts(n: int) -> list[str]:
     """Real reviews from the data folder if it is there, else the built-in examples."""
     from reviewbert import data
-    from reviewbert.examples import builtin_examples
+    from reviewbert.data.examples import builtin_examples
     folder = data.default_data_dir()
     texts: list[str] = []
     if folder.is_dir():
         files = sorted(str(p) for p in folder.iterdir() if p.suffix in (".csv", ".json"))
         if files:
-            from reviewbert.labels import get_scheme
+            from reviewbert.model.labels import get_scheme
             _, chunks = data.unique_reviews(files, get_scheme(5))
             for chunk in chunks:
                 texts += [e.text for e in chunk]
@@ -107,7 +107,7 @@ def predict_step(texts: list[str], device: str = "cuda") -> dict:
     import numpy as np
     import torch
 
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
     cpu = Predictor.from_checkpoint(DEMO, torch.device("cpu"))
     gpu = Predictor.from_checkpoint(DEMO, torch.device(device))
     rows = []
@@ -134,7 +134,7 @@ def random_bert(folder: Path, **sizes) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from reviewbert.labels import get_scheme
+    from reviewbert.model.labels import get_scheme
     scheme = get_scheme(5)
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=30522, max_position_embeddings=512, num_labels=5,
@@ -234,8 +234,8 @@ def evaluate_step(base: Path, texts: list[str], device: str = "cuda") -> dict:
     """Reviews/s of bulk evaluation on the GPU, fp32 and bf16, the demo and bert-base."""
     import torch
 
-    from reviewbert.batch_predict import predict_in_order
-    from reviewbert.checkpoint import load_checkpoint
+    from reviewbert.model.batch_predict import predict_in_order
+    from reviewbert.model.checkpoint import load_checkpoint
     out = {"reviews": len(texts)}
     for name, folder in (("demo", DEMO), ("bert_base", base)):
         model, tok, _ = load_checkpoint(folder, torch.device(device))
@@ -255,8 +255,8 @@ def evaluate_step(base: Path, texts: list[str], device: str = "cuda") -> dict:
 
 def queue_step(base_small: Path, workdir: Path) -> dict:
     """A queued train, launched as the Train page does: its queue and its record name the GPU."""
-    from reviewbert import runs
-    from reviewbert.examples import builtin_examples
+    from reviewbert.data.examples import builtin_examples
+    from reviewbert.training import runs
     csv = workdir / "reviews.csv"
     csv.write_text("review,rating\n" + "".join(
         '"{}",{}\n'.format(r.text.replace('"', '""'), r.stars) for r in builtin_examples()))
@@ -338,7 +338,7 @@ def main(argv=None) -> int:
                     help="without a GPU, run every step on the CPU with a small model, to test "
                          "the steps themselves (tests/unit/test_gpu_check.py); no figure counts")
     args = ap.parse_args(argv)
-    from reviewbert.device import cpu_description
+    from reviewbert.model.device import cpu_description
     out = {"gpu": False, "cpu": cpu_description(), "detect": detect(), "quick": args.quick}
     if out["detect"]["cuda_available"]:
         out["gpu"] = True

@@ -37,13 +37,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reviewbert import head_analysis, heads  # noqa: E402
-from reviewbert.batch_predict import encode_texts  # noqa: E402
-from reviewbert.checkpoint import load_checkpoint  # noqa: E402
-from reviewbert.device import cpu_description  # noqa: E402
-from reviewbert.examples import builtin_examples  # noqa: E402
-from reviewbert.inference import Predictor  # noqa: E402
-from reviewbert.pruning import alive_heads  # noqa: E402
+from reviewbert.data.examples import builtin_examples  # noqa: E402
+from reviewbert.heads import analysis as head_analysis
+from reviewbert.heads import importance as heads  # noqa: E402
+from reviewbert.model.batch_predict import encode_texts  # noqa: E402
+from reviewbert.model.checkpoint import load_checkpoint  # noqa: E402
+from reviewbert.model.device import cpu_description  # noqa: E402
+from reviewbert.model.inference import Predictor  # noqa: E402
+from reviewbert.model.pruning import alive_heads  # noqa: E402
 
 TARGET_SECONDS, TARGET_RATIO = 60.0, 20.0
 

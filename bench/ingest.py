@@ -84,7 +84,7 @@ def generate(path: Path, records: int) -> None:
 def ingest_only(path: Path) -> None:
     """Child process: build the splits and print its own numbers as JSON."""
     from reviewbert.data import build_splits
-    from reviewbert.labels import FIVE
+    from reviewbert.model.labels import FIVE
 
     def progress(stage: str, name: str, rows: int) -> None:
         if stage == "read" and rows % 200_000 == 0:

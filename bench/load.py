@@ -79,7 +79,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from first_second import BASELINE_FLAGS, worktree  # noqa: E402
 from predict_while_training import default_data, stats, wait_until_training  # noqa: E402
 
-from reviewbert import runs  # noqa: E402
+from reviewbert.training import runs  # noqa: E402
 
 from browser_support import StreamlitServer  # noqa: E402
 from st_session import StSession, cache_count, server_metrics  # noqa: E402
@@ -99,7 +99,7 @@ def reviews_of_mixed_length(tokenizer, n: int, session: int, rng: random.Random)
     """``n`` reviews for one session: short / 128 / 256 tokens in turn, each
     starting with the marker ``ref<session>x<i>`` (found again in the page's
     highlighted review, and in no other session's)."""
-    from reviewbert.examples import builtin_examples
+    from reviewbert.data.examples import builtin_examples
     pool = [r.text for r in builtin_examples()]
     shorts = [t for t in pool if len(tokenizer(t)["input_ids"]) < 48]
     out = []
@@ -349,8 +349,8 @@ def forward_floor(ckpt: Path, sessions: int, per_session: int, think: tuple[floa
     runs it), one Python thread per session, in this process, with no script, figures,
     websocket or training beside it. A floor under any Predict page: should its p95 over
     the page's idle p50 exceed the target, no page can meet that target on this machine."""
-    from reviewbert.device import cpu_threads
-    from reviewbert.model_loading import load_predictor
+    from reviewbert.model.device import cpu_threads
+    from reviewbert.server.model_loading import load_predictor
     predictor = load_predictor(str(ckpt))
 
     def one(text: str) -> float:

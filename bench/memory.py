@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from load import DEMO, app_server, mem_mb, model_cache, reviews_of_mixed_length  # noqa: E402
 
-from reviewbert import runs  # noqa: E402
+from reviewbert.training import runs  # noqa: E402
 
 from st_session import StSession  # noqa: E402
 

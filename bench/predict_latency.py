@@ -4,7 +4,7 @@ Model: the embedded all-MiniLM-L6-v2 (6 layers, 12 heads, hidden 384) with a
 classifier head (untrained unless --checkpoint is given; timing does not care).
 
 - ours:     ``Predictor.predict(text)`` — tokens, words, probabilities and every
-            attention matrix from one forward pass (reviewbert/inference.py).
+            attention matrix from one forward pass (reviewbert/model/inference.py).
 - baseline: ``transformers.pipeline("text-classification")`` for the prediction,
             plus a separate eager forward with ``output_attentions=True``.
 
@@ -26,8 +26,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reviewbert.inference import Predictor, encode
-from reviewbert.labels import FIVE  # noqa: E402
+from reviewbert.model.inference import Predictor, encode
+from reviewbert.model.labels import FIVE  # noqa: E402
 
 BASE = ("The phone arrived on time and works well, but the battery drains quickly when I use "
         "the camera, and the screen scratches easily. Support answered my questions politely. ")
@@ -71,7 +71,7 @@ def main(argv=None):
         ours = Predictor.from_checkpoint(args.checkpoint, torch.device("cpu"))
         model, tok = ours.model, ours.tokenizer
     else:
-        from reviewbert.checkpoint import load_for_training
+        from reviewbert.model.checkpoint import load_for_training
         torch.manual_seed(0)
         model, tok = load_for_training(None, FIVE, attn_implementation="eager")
         model.eval()

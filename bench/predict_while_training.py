@@ -38,9 +38,9 @@ sys.path.insert(0, str(ROOT / "tests"))  # browser_support.make_minilm_checkpoin
 
 from predict_latency import text_of, timeit  # noqa: E402
 
-from reviewbert import runs  # noqa: E402
-from reviewbert.device import cpu_threads, threads_beside_training
-from reviewbert.inference import Predictor
+from reviewbert.model.device import cpu_threads, threads_beside_training
+from reviewbert.model.inference import Predictor
+from reviewbert.training import runs  # noqa: E402
 
 from browser_support import make_minilm_checkpoint  # noqa: E402
 

@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from reviewbert import runs  # noqa: E402
-from reviewbert.device import cpu_description  # noqa: E402
+from reviewbert.model.device import cpu_description  # noqa: E402
+from reviewbert.training import runs  # noqa: E402
 
 TARGET = 0.10
 MIN_TRIAL_S = 60.0

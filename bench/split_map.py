@@ -66,8 +66,8 @@ def demo_copy(root: Path) -> Path:
 
 def embedding_overhead(model, tok, texts, repeats: int) -> dict:
     from reviewbert.analysis.embeddings import DEFAULT, VectorTap, n_layers_of
-    from reviewbert.batch_predict import predict_in_order
-    from reviewbert.device import resolve_precision
+    from reviewbert.model.batch_predict import predict_in_order
+    from reviewbert.model.device import resolve_precision
     prec = resolve_precision("auto", model.device)
     predict_in_order(model, tok, texts[:64], max_length=256, precision=prec)   # warm-up
     times = {"without": [], "with": []}
@@ -202,11 +202,11 @@ def main() -> int:
     ap.add_argument("--no-browser", action="store_true")
     args = ap.parse_args()
     from reviewbert.analysis import embeddings, predict_split
-    from reviewbert.checkpoint import load_checkpoint
-    from reviewbert.datafiles import data_dir
-    from reviewbert.device import cpu_description
-    from reviewbert.examples import test_split_examples
-    from reviewbert.inference import Predictor
+    from reviewbert.data.examples import test_split_examples
+    from reviewbert.data.files import data_dir
+    from reviewbert.model.checkpoint import load_checkpoint
+    from reviewbert.model.device import cpu_description
+    from reviewbert.model.inference import Predictor
     big, small_n = (1000, 500) if args.quick else (10_000, 2105)
     root = Path(tempfile.mkdtemp(prefix="rb-splitmap-"))
     ck = demo_copy(root)

@@ -23,10 +23,10 @@ from sklearn.feature_extraction.text import TfidfVectorizer  # noqa: E402
 from sklearn.linear_model import LogisticRegression  # noqa: E402
 from sklearn.pipeline import make_pipeline  # noqa: E402
 
-from reviewbert.checkpoint import checkpoint_info
 from reviewbert.data import splits_from_meta  # noqa: E402
-from reviewbert.labels import get_scheme  # noqa: E402
-from reviewbert.metrics import compute_metrics  # noqa: E402
+from reviewbert.model.checkpoint import checkpoint_info
+from reviewbert.model.labels import get_scheme  # noqa: E402
+from reviewbert.model.metrics import compute_metrics  # noqa: E402
 
 C_GRID = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 

@@ -1,6 +1,6 @@
 """Training step time on this CPU: fp32 against bf16 autocast, in the same run.
 
-What ``mixed_precision="auto"`` decides on (``reviewbert.device.resolve_mixed_precision``):
+What ``mixed_precision="auto"`` decides on (``reviewbert.model.device.resolve_mixed_precision``):
 bf16 autocast only where it is faster, and the demo recipe's accuracy both ways is in
 the model card's ablation table (``bench/ablation.py`` rows with their precision).
 
@@ -34,11 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from reviewbert import data  # noqa: E402
-from reviewbert.checkpoint import load_for_training
 from reviewbert.config import DEFAULT_BASE_MODEL, TrainConfig
-from reviewbert.datafiles import list_data_files  # noqa: E402
-from reviewbert.device import cpu_bf16_units, cpu_description
-from reviewbert.labels import get_scheme  # noqa: E402
+from reviewbert.data.files import list_data_files  # noqa: E402
+from reviewbert.model.checkpoint import load_for_training
+from reviewbert.model.device import cpu_bf16_units, cpu_description
+from reviewbert.model.labels import get_scheme  # noqa: E402
 from reviewbert.training.optim import param_groups
 
 

@@ -149,9 +149,9 @@ def main() -> int:
     from transformers.utils import logging as hf_logging
 
     from reviewbert import data
-    from reviewbert.checkpoint import load_for_training
     from reviewbert.config import DEFAULT_BASE_MODEL, TrainConfig
-    from reviewbert.labels import get_scheme
+    from reviewbert.model.checkpoint import load_for_training
+    from reviewbert.model.labels import get_scheme
 
     hf_logging.set_verbosity_error()
     cores = args.threads or len(os.sched_getaffinity(0))
@@ -236,7 +236,7 @@ class Bench:
                                     weight_decay=0.01)
 
     def score(self, model) -> tuple[float, float]:
-        from reviewbert.batch_predict import evaluate_examples
+        from reviewbert.model.batch_predict import evaluate_examples
         m = evaluate_examples(model, self.tok, self.test_split, max_length=self.args.max_length,
                               num_labels=5)
         return m["accuracy"], m["auc"]
@@ -259,8 +259,8 @@ class Bench:
         import torch
         from transformers import DataCollatorWithPadding, Trainer, TrainingArguments, default_data_collator
 
-        from reviewbert.checkpoint import load_for_training
         from reviewbert.config import DEFAULT_BASE_MODEL
+        from reviewbert.model.checkpoint import load_for_training
         from reviewbert.training.optim import param_groups
 
         dataset = self.peer_dataset(peer)
@@ -289,8 +289,8 @@ class Bench:
         import torch
 
         from reviewbert import data
-        from reviewbert.checkpoint import load_checkpoint
         from reviewbert.config import TrainConfig
+        from reviewbert.model.checkpoint import load_checkpoint
         from reviewbert.training import train
         cfg = TrainConfig(data=self.files, epochs=1, max_length=self.args.max_length, seed=seed,
                           train_eval_max=100, save_every_steps=0, **self.overrides)

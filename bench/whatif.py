@@ -2,7 +2,7 @@
 batched against the same search done one forward pass at a time, in the same process;
 and the brittleness run's time over test reviews.
 
-- the three kinds of ``reviewbert/whatif.py`` (deletion flip along attention × value
+- the three kinds of ``reviewbert/whatif/counterfactuals.py`` (deletion flip along attention × value
   norm, the page's default ranking; sentence occlusion; HotFlip), each timed as the page
   runs it (``whatif.counterfactuals`` with a fresh ``Checker``: batched search passes in
   bf16 where the CPU has bf16 units, what is shown again in exact fp32), median of
@@ -15,7 +15,7 @@ and the brittleness run's time over test reviews.
 - LIME (200 samples) and occlusion (each word deleted) as the page runs them (all
   perturbations in one call, batched through ``Predictor.batch_logits``, fp32) against
   Captum's default of one perturbation per forward pass;
-- the brittleness run (``reviewbert.brittleness``, occlusion ranking, ≤ 10 words) over the
+- the brittleness run (``reviewbert.whatif.brittleness``, occlusion ranking, ≤ 10 words) over the
   first --brittleness-n reviews of the demo's test split sample, uncached.
 
 Targets: all three kinds together ≤ 2 s; ≥ 3× faster than one pass at a time.
@@ -40,11 +40,12 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reviewbert import brittleness, whatif  # noqa: E402
-from reviewbert import explain as E  # noqa: E402
-from reviewbert.device import cpu_description  # noqa: E402
-from reviewbert.examples import builtin_examples  # noqa: E402
-from reviewbert.inference import Predictor  # noqa: E402
+from reviewbert.data.examples import builtin_examples  # noqa: E402
+from reviewbert.explain import methods as E  # noqa: E402
+from reviewbert.model.device import cpu_description  # noqa: E402
+from reviewbert.model.inference import Predictor  # noqa: E402
+from reviewbert.whatif import brittleness
+from reviewbert.whatif import counterfactuals as whatif  # noqa: E402
 
 KINDS = ("deletion", "sentences", "hotflip")
 TARGET_S, TARGET_SPEEDUP = 2.0, 3.0
@@ -121,8 +122,8 @@ def brittleness_time(predictor, checkpoint: str, n: int) -> dict | None:
     """The brittleness run over ``n`` test reviews; None when ``n`` is 0 (not measured)."""
     if n <= 0:
         return None
-    from reviewbert.checkpoint import checkpoint_info
-    from reviewbert.examples import test_split_examples
+    from reviewbert.data.examples import test_split_examples
+    from reviewbert.model.checkpoint import checkpoint_info
     try:
         reviews = test_split_examples(checkpoint_info(checkpoint).meta, predictor.tokenizer)
     except Exception as e:  # noqa: BLE001 - no data here: say so in the JSON

@@ -1,7 +1,8 @@
 """Error analysis: evaluate a checkpoint over a whole split once, then see where it goes wrong."""
 import streamlit as st
 
-from reviewbert.ui import cached_model, error_analysis, frame, split_map, state
+from reviewbert.ui import error_analysis, frame, split_map, state
+from reviewbert.ui.runtime import cached_model
 
 frame.require()
 

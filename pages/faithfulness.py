@@ -1,7 +1,8 @@
 """Faithfulness: which explanation can be trusted on this checkpoint (ERASER on its test split)."""
 import streamlit as st
 
-from reviewbert.ui import cached_model, faithfulness, frame, state
+from reviewbert.ui import faithfulness, frame, state
+from reviewbert.ui.runtime import cached_model
 
 frame.require()
 

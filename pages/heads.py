@@ -1,7 +1,8 @@
 """Heads: which attention heads matter, what each one does, and what fine-tuning changed."""
 import streamlit as st
 
-from reviewbert.ui import cached_model, frame, heads, state
+from reviewbert.ui import frame, heads, state
+from reviewbert.ui.runtime import cached_model
 
 frame.require()
 

@@ -1,7 +1,8 @@
 """Predict: paste or sample a review, see its predicted stars and what BERT attends to."""
 import streamlit as st
 
-from reviewbert.ui import cached_model, frame, predict, state
+from reviewbert.ui import frame, predict, state
+from reviewbert.ui.runtime import cached_model
 
 frame.require()
 
@@ -24,7 +25,8 @@ with predict.turn(info):
 
     # The views' modules (torch, plotly figures) are imported once there is a
     # prediction to draw, so that the first paint of the panel above waits for none of them.
-    from reviewbert.ui import explanations, nearest_reviews, prediction, whatif  # noqa: E402
+    from reviewbert.ui import explanations, nearest_reviews, whatif
+    from reviewbert.ui import prediction_card as prediction  # noqa: E402
 
     _, predictor = cached_model.require_predictor()
 

@@ -1,7 +1,7 @@
 """``python -m reviewbert``: the command line (``reviewbert.cli``)."""
 import sys
 
-from .cli import main
+from reviewbert.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

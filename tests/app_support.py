@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 import time
 
-from reviewbert.ui import cached_model
+from reviewbert.ui.runtime import cached_model
 
 
 def loading(at) -> bool:
@@ -41,7 +41,8 @@ def open_view(at, name: str):
     """Open one of the Predict page's tabs under the prediction (only the open one is
     built), or one of the attention views' tabs (prediction.ATTENTION_VIEWS), as a click
     on it does, and rerun."""
-    from reviewbert.ui import prediction, state
+    from reviewbert.ui import prediction_card as prediction
+    from reviewbert.ui import state
     assert name in prediction.VIEWS + prediction.ATTENTION_VIEWS, name
     key = state.PREDICT_VIEW if name in prediction.VIEWS else state.ATTENTION_VIEW
     at.session_state[key] = name

@@ -53,7 +53,7 @@ def _meta_not_an_object(d: Path) -> None:
 
 def _labels_differ(d: Path) -> None:
     """config.json says 3 labels; the classifier in the weights has 5 rows."""
-    from reviewbert.labels import THREE
+    from reviewbert.model.labels import THREE
     cfg = json.loads((d / "config.json").read_text())
     cfg["id2label"] = {str(k): v for k, v in THREE.id2label.items()}
     cfg["label2id"] = THREE.label2id

@@ -62,8 +62,8 @@ def make_minilm_checkpoint(out: Path, num_labels: int = 5, seed: int = 0) -> Pat
     classifier head, saved as a ReviewBERT checkpoint. Nothing is trained."""
     import torch
 
-    from reviewbert.checkpoint import load_for_training
-    from reviewbert.labels import get_scheme
+    from reviewbert.model.checkpoint import load_for_training
+    from reviewbert.model.labels import get_scheme
 
     torch.manual_seed(seed)
     model, tok = load_for_training(None, get_scheme(num_labels), attn_implementation="eager")
@@ -100,10 +100,13 @@ def wait_healthy(url: str, proc, timeout_s: float = 60, poll_s: float = 0.3,
 
 def server_command(tree: Path, port: int, flags=()) -> list[str]:
     """The command that serves ``tree``'s app on ``port`` as ``make run`` serves it: its
-    launcher (``reviewbert.ui.launcher``: ``streamlit run app.py`` with Streamlit's start-up
+    launcher (``reviewbert.ui.runtime.launcher``: ``streamlit run app.py`` with Streamlit's start-up
     made cheaper), or ``streamlit run app.py`` in a tree from before the launcher (a
     benchmark's baseline). With the tree's own ``.streamlit/config.toml``, ``flags`` after."""
-    if (Path(tree) / "reviewbert" / "ui" / "launcher.py").exists():
+    ui = Path(tree) / "reviewbert" / "ui"
+    if (ui / "runtime" / "launcher.py").exists():
+        start = [sys.executable, "-m", "reviewbert.ui.runtime.launcher"]
+    elif (ui / "launcher.py").exists():        # a baseline from before the runtime package
         start = [sys.executable, "-m", "reviewbert.ui.launcher"]
     else:
         start = [sys.executable, "-m", "streamlit", "run", "app.py"]
@@ -226,7 +229,7 @@ def demo_server(root: Path, per_rating: int, log_name: str, data_dir=None):
     import pytest
     from demo_support import demo_copy
 
-    from reviewbert.examples import test_split_examples
+    from reviewbert.data.examples import test_split_examples
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium missing (make browser)")
     demo_copy(root / "ckpts")
@@ -266,13 +269,13 @@ def select_first_row(page) -> None:
 
 def open_view(page, name: str, timeout: int = 120_000) -> None:
     """Click one of the Predict page's tabs under the prediction card, or one of the
-    attention views' tabs (only the open tab is built: reviewbert.ui.prediction.VIEWS,
+    attention views' tabs (only the open tab is built: reviewbert.ui.prediction_card.VIEWS,
     ATTENTION_VIEWS), once the prediction has drawn them."""
     page.get_by_role("tab", name=name, exact=True).click(timeout=timeout)
 
 
 # What "drawn" means for each of the Predict page's attention views (its tabs under the
-# layer and head controls, reviewbert.ui.prediction.ATTENTION_VIEWS; only the open one is
+# layer and head controls, reviewbert.ui.prediction_card.ATTENTION_VIEWS; only the open one is
 # built): which of the views must show the review just predicted. A chart counts when it
 # holds the review's first word as a token; the head view when its left column does.
 VIEW_NEEDS = {

@@ -108,8 +108,8 @@ def make_tiny_model(out: Path, num_labels: int = 5, layers: int = 2, heads: int 
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from reviewbert.checkpoint import resolve_base_model
-    from reviewbert.labels import get_scheme
+    from reviewbert.model.checkpoint import resolve_base_model
+    from reviewbert.model.labels import get_scheme
 
     scheme = get_scheme(num_labels)
     torch.manual_seed(seed)

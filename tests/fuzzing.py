@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 
 from reviewbert.data import DataError, DataReport, ReadOptions, build_splits, iter_reviews
-from reviewbert.labels import THREE
+from reviewbert.model.labels import THREE
 
 HANG_SECONDS = 20.0
 """No generated input may take longer than this to read (a 1 MiB field takes ~50 ms)."""

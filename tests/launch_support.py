@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from reviewbert import runs
+from reviewbert.training import runs
 
 
 def wait(pred, timeout=240, what="condition", every=0.2):

@@ -13,8 +13,8 @@ import random
 import time
 from pathlib import Path
 
-from reviewbert import runs, search
 from reviewbert.fsio import atomic_write_json
+from reviewbert.training import runs, search
 
 GRID = {"lr_bert": [1e-5, 3e-5, 1e-4, 3e-4], "lr_classifier": [1e-3, 1e-2, 1e-1],
         "lr_decay": [0.5, 0.9]}

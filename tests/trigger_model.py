@@ -25,8 +25,8 @@ def make_trigger_model(out: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
-    from reviewbert.checkpoint import resolve_base_model
-    from reviewbert.labels import get_scheme
+    from reviewbert.model.checkpoint import resolve_base_model
+    from reviewbert.model.labels import get_scheme
 
     scheme = get_scheme(5)
     tok = AutoTokenizer.from_pretrained(resolve_base_model(None))

@@ -25,8 +25,8 @@ Modules, one concept each (all plain functions, testable without Streamlit):
 - ``map_figures``   the projector (WebGL), drivers and slices figures
 
 The page is ``pages/error_analysis.py`` (components in ``reviewbert/ui/error_views.py``);
-the one-file HTML report is ``reviewbert/report.py``.
+the one-file HTML report is ``reviewbert/analysis/html_report.py``.
 """
-from .predictions import SplitPredictions, export_frame, lookup, predict_split, save_export
+from reviewbert.analysis.predictions import SplitPredictions, export_frame, lookup, predict_split, save_export
 
 __all__ = ["SplitPredictions", "predict_split", "lookup", "export_frame", "save_export"]

@@ -14,7 +14,7 @@ import pandas as pd
 from scipy import stats
 from sklearn.metrics import confusion_matrix, precision_recall_fscore_support, roc_auc_score, roc_curve
 
-from ..metrics import compute_metrics
+from reviewbert.model.metrics import compute_metrics
 
 SEED_MIN_TOKENS = 100
 LENGTH_EDGES = (32, 64, 100)

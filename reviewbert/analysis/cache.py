@@ -95,7 +95,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..fsio import atomic_write, atomic_write_json
+from reviewbert.fsio import atomic_write, atomic_write_json
 
 FORMAT = "reviewbert-predictions/1"
 ATTENTION_FORMAT = "reviewbert-word-attention/1"

@@ -43,10 +43,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .. import explain
-from ..fsio import atomic_write_json
-from . import cache
-from .word_attention import is_shown_word
+from reviewbert.analysis import cache
+from reviewbert.analysis.word_attention import is_shown_word
+from reviewbert.explain import methods as explain
+from reviewbert.fsio import atomic_write_json
 
 FORMAT = "reviewbert-drivers/1"
 TABLE, META = "drivers.parquet", "drivers.json"

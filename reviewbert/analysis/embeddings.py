@@ -33,9 +33,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..batch_predict import predict_in_order
-from ..fsio import atomic_write_json
-from . import cache
+from reviewbert.analysis import cache
+from reviewbert.fsio import atomic_write_json
+from reviewbert.model.batch_predict import predict_in_order
 
 FORMAT = "reviewbert-embeddings/1"
 POOLINGS = ("cls", "mean")

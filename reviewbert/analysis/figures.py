@@ -1,5 +1,5 @@
 """Figure builders for the error-analysis page and the HTML report: plain results in,
-Plotly figures out. No Streamlit. (The attention heatmaps come from ``reviewbert.figures``.)
+Plotly figures out. No Streamlit. (The attention heatmaps come from ``reviewbert.viz.figures``.)
 
 Any text taken from a review (words on an axis) goes through ``html.escape``:
 Plotly renders a subset of HTML in labels, and a review is data.
@@ -12,8 +12,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .breakdown import row_normalised
-from .calibration import Reliability
+from reviewbert.analysis.breakdown import row_normalised
+from reviewbert.analysis.calibration import Reliability
 
 CLASS_COLORS = ("#d7263d", "#f46036", "#c5a100", "#1b998b", "#2e86ab", "#6a4c93")
 ACCENT = "#2d6cdf"

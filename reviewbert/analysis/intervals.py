@@ -1,4 +1,4 @@
-"""95 % bootstrap confidence intervals for the four metrics (``reviewbert.metrics``).
+"""95 % bootstrap confidence intervals for the four metrics (``reviewbert.model.metrics``).
 
 The seed compared 51.7 % with 50.0 % on ~2,000 test reviews with no interval; at
 that size an accuracy's 95 % interval is about ±2 points, so the two did not
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from ..metrics import compute_metrics, macro_auc
+from reviewbert.model.metrics import compute_metrics, macro_auc
 
 METRICS = ("loss", "auc", "accuracy", "relaxed_accuracy")
 N_RESAMPLES = 1000

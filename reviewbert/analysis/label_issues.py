@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..metrics import compute_metrics
+from reviewbert.model.metrics import compute_metrics
 
 RANK_BY = "self_confidence"    # cleanlab's default score: the probability of the given label
 

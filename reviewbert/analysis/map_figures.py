@@ -15,8 +15,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..figures import png_bytes as figure_png
-from .figures import CLASS_COLORS
+from reviewbert.analysis.figures import CLASS_COLORS
+from reviewbert.viz.figures import png_bytes as figure_png
 
 COLOR_BY = ("true rating", "predicted rating", "correct or wrong", "star distance",
             "confidence", "length (tokens)", "source file", "label issue (cleanlab)")
@@ -179,5 +179,5 @@ def svg_copy(fig: go.Figure) -> go.Figure:
 
 
 def png_bytes(fig: go.Figure, width: int = 900, height: int = 640) -> bytes:
-    """The map as a PNG (reviewbert.figures.png_bytes), its WebGL traces drawn as SVG ones."""
+    """The map as a PNG (reviewbert.viz.figures.png_bytes), its WebGL traces drawn as SVG ones."""
     return figure_png(svg_copy(fig), width, height)

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..markdown import md_escape
-from .neighbours import SplitNeighbours
+from reviewbert.analysis.neighbours import SplitNeighbours
+from reviewbert.viz.markdown import md_escape
 
 SILHOUETTE_SAMPLE = 3000
 APART = 0.5         # a rating "stands apart" when at least half its neighbours share it

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from . import drivers as drivers_mod
-from . import embeddings, map_figures, map_reading, neighbours, projection, slices
+from reviewbert.analysis import drivers as drivers_mod
+from reviewbert.analysis import embeddings, map_figures, map_reading, neighbours, projection, slices
 
 WORST = 3
 

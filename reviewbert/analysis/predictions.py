@@ -17,11 +17,11 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from ..batch_predict import predict_in_order
-from ..device import resolve_precision
-from ..labels import LabelScheme
-from ..metrics import compute_metrics
-from . import cache, embeddings
+from reviewbert.analysis import cache, embeddings
+from reviewbert.model.batch_predict import predict_in_order
+from reviewbert.model.device import resolve_precision
+from reviewbert.model.labels import LabelScheme
+from reviewbert.model.metrics import compute_metrics
 
 FP32_CHECK = 256
 """bf16 runs re-score this many reviews (a seeded sample) in fp32 and record how

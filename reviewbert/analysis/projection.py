@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..fsio import atomic_write_json
-from . import cache
+from reviewbert.analysis import cache
+from reviewbert.fsio import atomic_write_json
 
 FORMAT = "reviewbert-projection/1"
 METHODS = ("pca", "umap")

@@ -30,9 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..fsio import atomic_write_json
-from .breakdown import LENGTH_EDGES
-from .intervals import Interval, difference_interval, mean_interval
+from reviewbert.analysis.breakdown import LENGTH_EDGES
+from reviewbert.analysis.intervals import Interval, difference_interval, mean_interval
+from reviewbert.fsio import atomic_write_json
 
 FORMAT = "reviewbert-slices/1"
 FILE = "slices.json"

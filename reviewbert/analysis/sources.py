@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .. import data
+from reviewbert import data
 
 CACHE_MAX_REVIEWS = 200_000
 """Sets larger than this are not held in memory or cached: ``evaluate --split all``

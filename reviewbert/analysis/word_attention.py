@@ -25,9 +25,9 @@ import pandas as pd
 import torch
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-from .. import attention
-from ..batch_predict import predict_in_order
-from . import cache
+from reviewbert.analysis import cache
+from reviewbert.model import attention
+from reviewbert.model.batch_predict import predict_in_order
 
 BATCH_SIZE = 16     # attentions are [layers, batch, heads, T, T]: 16 x 128 tokens ~ 75 MB in fp32
 

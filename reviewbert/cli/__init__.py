@@ -33,8 +33,8 @@ import argparse
 import importlib
 import sys
 
-from ..data import DataError
-from ..errors import CheckpointError, ConfigError
+from reviewbert.data import DataError
+from reviewbert.errors import CheckpointError, ConfigError
 
 COMMANDS = ("train", "evaluate", "predict", "export", "search", "faithfulness", "whatif",
             "heads", "report", "card")
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     from transformers.utils import logging as hf_logging
 
-    from ..runs import RunCancelled, fail_own_status
+    from reviewbert.training.runs import RunCancelled, fail_own_status
     hf_logging.disable_progress_bar()  # "Loading weights" bars would bury our output
     try:
         return args.func(args)

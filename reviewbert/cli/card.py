@@ -1,12 +1,12 @@
 """``reviewbert card``: a checkpoint's model card (its README.md), written from the JSON
-results of the commands that measured it (``reviewbert.card``)."""
+results of the commands that measured it (``reviewbert.training.card``)."""
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
 
-from .. import card
+from reviewbert.training import card
 
 
 def add_parser(sub):
@@ -26,8 +26,8 @@ def add_parser(sub):
 def run(args) -> int:
     training = None
     if args.train_status:
-        from ..checkpoint import checkpoint_info, trained_precision
-        from ..device import cpu_description
+        from reviewbert.model.checkpoint import checkpoint_info, trained_precision
+        from reviewbert.model.device import cpu_description
         precision = trained_precision(checkpoint_info(args.checkpoint).meta)
         training = card.training_time([json.loads(Path(p).read_text()) for p in args.train_status],
                                       cpu_description(), precision)

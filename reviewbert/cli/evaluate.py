@@ -10,8 +10,8 @@ import json
 import os
 import sys
 
-from ..config import PRECISIONS
-from . import UsageError
+from reviewbert.cli import UsageError
+from reviewbert.config import PRECISIONS
 
 
 def add_parser(sub):
@@ -50,8 +50,8 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..checkpoint import load_checkpoint
-    from ..device import resolve_precision
+    from reviewbert.model.checkpoint import load_checkpoint
+    from reviewbert.model.device import resolve_precision
     accelerator = _eval_accelerator()
     main = accelerator is None or accelerator.is_main_process
     model, tok, info = load_checkpoint(args.checkpoint,
@@ -72,7 +72,7 @@ def run(args) -> int:
 
 def _embedding_spec(args, model):
     """The --embedding-* flags as an EmbeddingSpec (checked against the model's layers)."""
-    from ..analysis.embeddings import EmbeddingSpec, n_layers_of
+    from reviewbert.analysis.embeddings import EmbeddingSpec, n_layers_of
     spec = EmbeddingSpec(args.embedding_pooling, args.embedding_layer)
     try:
         spec.resolved_layer(n_layers_of(model))
@@ -93,14 +93,14 @@ def _eval_accelerator():
         return None
     from accelerate import Accelerator
 
-    from ..device import pick_device
+    from reviewbert.model.device import pick_device
     return Accelerator(cpu=pick_device().type == "cpu")
 
 
 def _reviews(args, info, tok, main: bool):
     """(reviews held in memory or None, a chunk stream or None, source, how many): the
     checkpoint's test split, or every review of --data (streamed when too many to hold)."""
-    from ..analysis.sources import CACHE_MAX_REVIEWS, all_reviews, test_split
+    from reviewbert.analysis.sources import CACHE_MAX_REVIEWS, all_reviews, test_split
     if args.split == "test":
         if not info.meta.get("data"):
             raise UsageError(f"{info.path} records no training data, so its test split cannot be "
@@ -122,10 +122,10 @@ def _reviews(args, info, tok, main: bool):
 def _score_held(args, model, tok, info, reviews, source, total, max_length, precision,
                 accelerator, main):
     """Every review scored in one pass, through the prediction cache beside the checkpoint."""
-    from .. import data
-    from ..analysis import predict_split, save_export
-    from ..analysis.predictions import planned_reviews
-    from ..progress import TqdmProgress
+    from reviewbert import data
+    from reviewbert.analysis import predict_split, save_export
+    from reviewbert.analysis.predictions import planned_reviews
+    from reviewbert.progress import TqdmProgress
     if not reviews:
         raise data.DataError("no reviews to evaluate")
     with TqdmProgress(planned_reviews(len(reviews), precision), "evaluating",
@@ -143,8 +143,8 @@ def _score_held(args, model, tok, info, reviews, source, total, max_length, prec
 
 def _save_embeddings(args, model, tok, preds, main, accelerator) -> None:
     """The vectors of a held evaluation: from its pass, its cache, or one more pass."""
-    from ..analysis import embeddings
-    from ..progress import TqdmProgress
+    from reviewbert.analysis import embeddings
+    from reviewbert.progress import TqdmProgress
     if main:
         with TqdmProgress(preds.n, "sentence vectors") as progress:
             vecs = embeddings.vectors_for(preds, model, tok, args.embed, progress=progress,
@@ -160,11 +160,11 @@ def _score_streamed(args, model, tok, info, stream, source, total, max_length, p
     """Too many to hold: score chunk by chunk, write predictions as they come."""
     import numpy as np
 
-    from .. import data
-    from ..analysis.embeddings import NpyRowWriter, VectorTap, n_layers_of
-    from ..analysis.predictions import ExportWriter, SplitPredictions, build_frame
-    from ..batch_predict import predict_in_order
-    from ..progress import TqdmProgress
+    from reviewbert import data
+    from reviewbert.analysis.embeddings import NpyRowWriter, VectorTap, n_layers_of
+    from reviewbert.analysis.predictions import ExportWriter, SplitPredictions, build_frame
+    from reviewbert.model.batch_predict import predict_in_order
+    from reviewbert.progress import TqdmProgress
     writer = ExportWriter(args.save_predictions) if args.save_predictions and main else None
     vec_writer = (NpyRowWriter(args.save_embeddings, model.config.hidden_size)
                   if args.save_embeddings and main else None)
@@ -198,8 +198,14 @@ def _score_streamed(args, model, tok, info, stream, source, total, max_length, p
 
 
 def _print_results(args, info, y, p, preds, source, max_length, precision, accelerator) -> None:
-    from ..analysis.sources import describe
-    from ..metrics import compute_metrics, confusion, format_confusion, format_metrics, three_label_view
+    from reviewbert.analysis.sources import describe
+    from reviewbert.model.metrics import (
+        compute_metrics,
+        confusion,
+        format_confusion,
+        format_metrics,
+        three_label_view,
+    )
     scheme = info.scheme
     res = compute_metrics(y, p, scheme.num_labels)
     cm = confusion(y, p, scheme.num_labels)

@@ -17,7 +17,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..checkpoint import export_checkpoint
+    from reviewbert.model.checkpoint import export_checkpoint
     dest = export_checkpoint(args.checkpoint, args.out, dtype=args.dtype)
     size = sum(f.stat().st_size for f in Path(dest).iterdir() if f.is_file())
     print(f"exported {args.checkpoint} -> {dest} ({args.dtype}, {size / 1e6:.1f} MB)")

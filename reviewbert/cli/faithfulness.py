@@ -6,9 +6,10 @@ import json
 import sys
 from pathlib import Path
 
-from .. import explain, faithfulness
-from ..progress import TqdmProgress
-from . import UsageError
+from reviewbert.cli import UsageError
+from reviewbert.explain import faithfulness
+from reviewbert.explain import methods as explain
+from reviewbert.progress import TqdmProgress
 
 
 def add_parser(sub):
@@ -79,8 +80,8 @@ def _load(args):
     --layer or --methods."""
     import torch
 
-    from ..checkpoint import checkpoint_info
-    from ..inference import Predictor
+    from reviewbert.model.checkpoint import checkpoint_info
+    from reviewbert.model.inference import Predictor
     info = checkpoint_info(args.checkpoint)
     predictor = Predictor.from_checkpoint(info.path, torch.device("cpu"))
     layers = predictor.model.config.num_hidden_layers
@@ -107,7 +108,7 @@ def split_texts(info, tokenizer, data: list[str] | None) -> list[str]:
 def split_examples(info, tokenizer, data: list[str] | None) -> list:
     """The checkpoint's test split (examples with .text and .stars; raises UsageError /
     DataError)."""
-    from .. import data as datasets
+    from reviewbert import data as datasets
     meta = info.meta
     if not meta.get("data"):
         raise UsageError(f"{info.path} records no training data, so its test split cannot be "

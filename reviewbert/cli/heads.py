@@ -8,8 +8,8 @@ import math
 import sys
 from pathlib import Path
 
-from ..config import PRECISIONS
-from . import UsageError
+from reviewbert.cli import UsageError
+from reviewbert.config import PRECISIONS
 
 
 def add_parser(sub):
@@ -67,8 +67,8 @@ def run(args) -> int:
         return _prune(args)
     if args.draws < 1:
         raise UsageError("--draws must be at least 1")
-    from .. import head_analysis
-    from ..progress import TqdmProgress
+    from reviewbert.heads import analysis as head_analysis
+    from reviewbert.progress import TqdmProgress
     model, tok, info, max_length = _load(args)
     reviews, source = _reviews(args, info, tok, args.split)
     settings = head_analysis.Settings(random_draws=args.draws, seed=args.seed,
@@ -99,9 +99,9 @@ def parse_fraction(text: str) -> float:
 def _load(args):
     import torch
 
-    from ..checkpoint import load_checkpoint
-    from ..heads import unsupported_reason
-    from ..inference import model_max_length
+    from reviewbert.heads.importance import unsupported_reason
+    from reviewbert.model.checkpoint import load_checkpoint
+    from reviewbert.model.inference import model_max_length
     model, tok, info = load_checkpoint(args.checkpoint, torch.device("cpu"),
                                        attn_implementation="eager")
     why = unsupported_reason(model)
@@ -112,9 +112,9 @@ def _load(args):
 
 def _reviews(args, info, tok, split: str):
     """(a seeded sample of --n reviews, its description)."""
-    from .. import data
-    from ..analysis.sources import all_reviews, named_split
-    from ..head_analysis import sample_reviews
+    from reviewbert import data
+    from reviewbert.analysis.sources import all_reviews, named_split
+    from reviewbert.heads.analysis import sample_reviews
     if split == "all":
         if not args.data:
             raise UsageError("--split all needs --data FILE")
@@ -134,8 +134,8 @@ def _reviews(args, info, tok, split: str):
 
 
 def _print(res, info) -> None:
-    from .. import head_analysis
-    from ..analysis.sources import describe
+    from reviewbert.analysis.sources import describe
+    from reviewbert.heads import analysis as head_analysis
     where = "cached" if res.from_cache else f"{sum(res.seconds.values()):.0f} s"
     print(f"checkpoint {info.path}: {res.n:,} reviews ({describe(res.source)}), {where}; "
           f"masking and pruning passes in {res.precision}")
@@ -171,8 +171,8 @@ def _pct(x) -> str:
 
 
 def _prune(args) -> int:
-    from .. import head_analysis
-    from ..pruning import alive_mask
+    from reviewbert.heads import analysis as head_analysis
+    from reviewbert.model.pruning import alive_mask
     fraction = parse_fraction(args.fraction)
     out = Path(args.out)
     model, tok, info, max_length = _load(args)
@@ -182,7 +182,7 @@ def _prune(args) -> int:
         raise UsageError(f"--out {out} exists and is not a checkpoint folder: choose a new folder")
     reviews, source = _reviews(args, info, tok, args.split)
     total = int(alive_mask(model).sum())
-    from ..progress import TqdmProgress
+    from reviewbert.progress import TqdmProgress
     with TqdmProgress(len(reviews), "scoring heads") as bar:
         try:
             remove, _ = head_analysis.heads_to_prune(model, tok, reviews, info.scheme, fraction,

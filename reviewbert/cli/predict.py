@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from . import UsageError
+from reviewbert.cli import UsageError
 
 
 def add_parser(sub):
@@ -20,8 +20,8 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..batch_predict import predict_texts
-    from ..checkpoint import load_checkpoint
+    from reviewbert.model.batch_predict import predict_texts
+    from reviewbert.model.checkpoint import load_checkpoint
     texts = [t.strip() for t in args.text]
     if not all(texts):
         raise UsageError("review text is empty")

@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..config import PRECISIONS
-from . import UsageError
+from reviewbert.cli import UsageError
+from reviewbert.config import PRECISIONS
 
 
 def add_parser(sub):
@@ -50,12 +50,12 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..analysis.intervals import metric_intervals
-    from ..analysis.sources import describe
-    from ..checkpoint import load_checkpoint
-    from ..fsio import atomic_write_text
-    from ..metrics import format_metrics
-    from ..report import ReportInputs, build_report
+    from reviewbert.analysis.html_report import ReportInputs, build_report
+    from reviewbert.analysis.intervals import metric_intervals
+    from reviewbert.analysis.sources import describe
+    from reviewbert.fsio import atomic_write_text
+    from reviewbert.model.checkpoint import load_checkpoint
+    from reviewbert.model.metrics import format_metrics
 
     model, tok, info = load_checkpoint(args.checkpoint)
     max_length = args.max_length or (info.meta.get("hyperparameters") or {}).get("max_length") or 256
@@ -86,8 +86,8 @@ def run(args) -> int:
 
 def _reviews(args, info, tok):
     """(reviews, source): the checkpoint's test split, or every review of --data."""
-    from .. import data
-    from ..analysis.sources import CACHE_MAX_REVIEWS, all_reviews, test_split
+    from reviewbert import data
+    from reviewbert.analysis.sources import CACHE_MAX_REVIEWS, all_reviews, test_split
     if args.split == "test":
         reviews, source, warnings = test_split(info.meta, tok, args.data)
         for w in warnings:
@@ -106,9 +106,9 @@ def _reviews(args, info, tok):
 
 
 def _predict(model, tok, info, reviews, max_length, args, source):
-    from ..analysis.predictions import planned_reviews, predict_split
-    from ..device import resolve_precision
-    from ..progress import TqdmProgress
+    from reviewbert.analysis.predictions import planned_reviews, predict_split
+    from reviewbert.model.device import resolve_precision
+    from reviewbert.progress import TqdmProgress
     total = planned_reviews(len(reviews), resolve_precision(args.precision, model.device))
     with TqdmProgress(total, f"evaluating {info.name}") as progress:
         return predict_split(model, tok, info.path, reviews, info.scheme, max_length=max_length,
@@ -117,8 +117,8 @@ def _predict(model, tok, info, reviews, max_length, args, source):
 
 
 def _label_issues(inputs, preds) -> None:
-    from ..analysis.label_issues import find_issues
-    from ..metrics import format_metrics
+    from reviewbert.analysis.label_issues import find_issues
+    from reviewbert.model.metrics import format_metrics
     try:
         inputs.issues = find_issues(preds)
         iss = inputs.issues
@@ -129,10 +129,10 @@ def _label_issues(inputs, preds) -> None:
 
 
 def _rating_attention(inputs, preds, info, tok, device, args) -> None:
-    from .. import data
-    from ..analysis import word_attention
-    from ..inference import Predictor
-    from ..progress import TqdmProgress
+    from reviewbert import data
+    from reviewbert.analysis import word_attention
+    from reviewbert.model.inference import Predictor
+    from reviewbert.progress import TqdmProgress
     predictor = Predictor.from_checkpoint(info.path, device)
     layers = predictor.model.config.num_hidden_layers
     layer = (args.layer - 1) if args.layer else max(0, layers - 2)
@@ -152,9 +152,9 @@ def _rating_attention(inputs, preds, info, tok, device, args) -> None:
 def _split_map(inputs, preds, model, tok, info, args) -> None:
     """The map section: vectors (cached or one pass), projection, neighbours, slices, and
     the per-rating drivers on a sample (Integrated Gradients: minutes)."""
-    from ..analysis import drivers, map_summary
-    from ..inference import Predictor
-    from ..progress import TqdmProgress
+    from reviewbert.analysis import drivers, map_summary
+    from reviewbert.model.inference import Predictor
+    from reviewbert.progress import TqdmProgress
     sample = drivers.DEFAULT_SAMPLE if args.drivers_sample is None else args.drivers_sample
     if sample < 0:
         raise UsageError("--drivers-sample must be 0 or more")
@@ -177,8 +177,8 @@ def _split_map(inputs, preds, model, tok, info, args) -> None:
 
 def _map_image(sm, out) -> dict:
     """The projector as a PNG beside the report (kaleido); its path, or why not."""
-    from ..analysis.map_figures import png_bytes
-    from ..fsio import atomic_write
+    from reviewbert.analysis.map_figures import png_bytes
+    from reviewbert.fsio import atomic_write
     path = Path(out).with_suffix(".map.png")
     try:
         data = png_bytes(sm.figure)
@@ -189,10 +189,10 @@ def _map_image(sm, out) -> dict:
 
 
 def _compare(inputs, preds, info, reviews, max_length, args, source) -> None:
-    from .. import data
-    from ..analysis.compare import compare
-    from ..checkpoint import load_checkpoint
-    from ..metrics import format_metrics
+    from reviewbert import data
+    from reviewbert.analysis.compare import compare
+    from reviewbert.model.checkpoint import load_checkpoint
+    from reviewbert.model.metrics import format_metrics
     model_b, tok_b, info_b = load_checkpoint(args.compare)
     if info_b.scheme != info.scheme:
         raise data.DataError("--compare needs a checkpoint with the same labels")
@@ -205,7 +205,7 @@ def _compare(inputs, preds, info, reviews, max_length, args, source) -> None:
 
 def _summary(args, info, preds, inputs, source) -> dict:
     """The --json line: metrics with their intervals, label issues, where things went."""
-    from ..report import METRIC_NAMES
+    from reviewbert.analysis.html_report import METRIC_NAMES
     iss = inputs.issues
     return {
         "checkpoint": str(info.path), "n": preds.n, "source": source,

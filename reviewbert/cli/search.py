@@ -5,7 +5,8 @@ import json
 import sys
 from pathlib import Path
 
-from .. import config, search
+from reviewbert import config
+from reviewbert.training import search
 
 
 def add_parser(sub):
@@ -29,8 +30,8 @@ def add_parser(sub):
 def run(args) -> int:
     import optuna
 
-    from ..errors import ConfigError
-    from ..runs import fail_own_status
+    from reviewbert.errors import ConfigError
+    from reviewbert.training.runs import fail_own_status
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # we print our own trial lines
     out = Path(args.out)
     try:
@@ -62,7 +63,7 @@ def _run(worker) -> str:
 def _run_queued(worker) -> str:
     """Wait for the device slot like a queued ``train``, then hold it for every trial
     (the trials themselves are launched without --queue)."""
-    from .. import runs
+    from reviewbert.training import runs
     try:
         with runs.device_slot(worker.dir, runs.queue_device()):
             return _run(worker)

@@ -7,9 +7,9 @@ import os
 import sys
 from pathlib import Path
 
-from .. import config
-from ..config import RESUME_OVERRIDABLE, TrainConfig
-from . import UsageError
+from reviewbert import config
+from reviewbert.cli import UsageError
+from reviewbert.config import RESUME_OVERRIDABLE, TrainConfig
 
 
 def add_parser(sub):
@@ -36,10 +36,10 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..errors import CheckpointError
-    from ..metrics import format_metrics
-    from ..runs import device_slot, queue_device, read_status, run_has_state
-    from ..training import resume_config, train
+    from reviewbert.errors import CheckpointError
+    from reviewbert.model.metrics import format_metrics
+    from reviewbert.training import resume_config, train
+    from reviewbert.training.runs import device_slot, queue_device, read_status, run_has_state
     given = config.given(args)
     if args.config:
         given = {**_read_config(args.config), **given}  # explicit flags win

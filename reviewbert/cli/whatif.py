@@ -8,11 +8,13 @@ from __future__ import annotations
 import json
 import sys
 
-from . import UsageError
+from reviewbert.cli import UsageError
 
 
 def add_parser(sub):
-    from .. import brittleness, explain, whatif
+    from reviewbert.explain import methods as explain
+    from reviewbert.whatif import brittleness
+    from reviewbert.whatif import counterfactuals as whatif
     w = sub.add_parser(
         "whatif", help="counterfactuals of a review, or the brittleness of a checkpoint",
         description="With a TEXT: the review's minimal deletion flip, each sentence dropped "
@@ -49,8 +51,8 @@ def run(args) -> int:
         raise UsageError("--n must be at least 1")
     import torch
 
-    from ..checkpoint import checkpoint_info
-    from ..inference import Predictor
+    from reviewbert.model.checkpoint import checkpoint_info
+    from reviewbert.model.inference import Predictor
     info = checkpoint_info(args.checkpoint)
     predictor = Predictor.from_checkpoint(info.path, torch.device("cpu"))
     if args.text is not None:
@@ -59,13 +61,13 @@ def run(args) -> int:
 
 
 def _one_review(predictor, args) -> int:
-    from .. import whatif
+    from reviewbert.whatif import counterfactuals as whatif
     if not args.text.strip():
         raise UsageError("review text is empty")
     pred = predictor.predict(args.text)
     if not pred.words:
         raise UsageError("the text has no character the model reads")
-    from ..progress import TqdmProgress
+    from reviewbert.progress import TqdmProgress
     with TqdmProgress(3, "counterfactuals", unit="kind") as bar:
         def progress(step, total, what):
             bar(1)
@@ -88,13 +90,13 @@ def _one_review(predictor, args) -> int:
 
 
 def _brittleness(predictor, info, args) -> int:
-    from .. import brittleness
-    from .faithfulness import split_examples
+    from reviewbert.cli.faithfulness import split_examples
+    from reviewbert.whatif import brittleness
     examples = split_examples(info, predictor.tokenizer, args.data)
     if not examples:
         raise UsageError("the test split is empty")
     chosen = [examples[i] for i in brittleness.sample(len(examples), args.n, args.seed)]
-    from ..progress import TqdmProgress
+    from reviewbert.progress import TqdmProgress
     settings = brittleness.Settings(args.method or brittleness.DEFAULT_METHOD, args.max_words)
     with TqdmProgress(len(chosen), "brittleness") as bar:
         result = brittleness.run(predictor, info.path, [e.text for e in chosen],

@@ -22,7 +22,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
-from .report import (
+from reviewbert.data.data_report import (
     BAD_CSV_ROW,
     BAD_JSON,
     EMPTY_TEXT,

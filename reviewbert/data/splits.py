@@ -15,10 +15,10 @@ from typing import Callable, Iterable, Iterator
 
 import numpy as np
 
-from ..config import CLASS_BALANCE  # the modes (described there); also data.CLASS_BALANCE
-from ..labels import LabelScheme, get_scheme
-from .read import ReadOptions, _check_path, _remember_sha, _Source, fingerprint
-from .report import TOO_FEW_TOKENS, DataError, DataReport, FileReport
+from reviewbert.config import CLASS_BALANCE  # the modes (described there); also data.CLASS_BALANCE
+from reviewbert.data.data_report import TOO_FEW_TOKENS, DataError, DataReport, FileReport
+from reviewbert.data.read import ReadOptions, _check_path, _remember_sha, _Source, fingerprint
+from reviewbert.model.labels import LabelScheme, get_scheme
 
 _TOKEN_BATCH = 512
 SPLIT_NAMES = ("train", "validation", "test")
@@ -387,7 +387,7 @@ def _pass1(paths, scheme: LabelScheme, min_tokens, tokenizer, options, progress
     """Open ``paths`` in canonical order and stream them once (see :func:`_scan`)."""
     min_tokens = int(min_tokens or 0)
     if min_tokens > 0 and tokenizer is None:
-        from ..checkpoint import load_tokenizer  # the data layer needs no model otherwise
+        from reviewbert.model.checkpoint import load_tokenizer  # the data layer needs no model otherwise
         tokenizer = load_tokenizer(None)
     report = DataReport(scheme=f"{scheme.num_labels} labels", class_names=scheme.names)
     sources = []

@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .. import runs
-from ..batch_predict import predict_in_order
-from ..checkpoint import checkpoint_info, load_checkpoint
-from ..errors import CheckpointError
-from ..progress import TqdmProgress
+from reviewbert.errors import CheckpointError
+from reviewbert.model.batch_predict import predict_in_order
+from reviewbert.model.checkpoint import checkpoint_info, load_checkpoint
+from reviewbert.progress import TqdmProgress
+from reviewbert.training import runs
 
 # reviewbert.json "data" keys that fix the validation and test reviews
 SPLIT_KEYS = ("labels", "seed", "fractions", "max_per_class", "min_tokens", "options", "hash")

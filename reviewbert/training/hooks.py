@@ -7,8 +7,8 @@ import time
 
 import torch
 
-from ..runs import StepsWriter
-from .run import SPLITS, Run
+from reviewbert.training.run import SPLITS, Run
+from reviewbert.training.runs import StepsWriter
 
 
 class TrainHooks:

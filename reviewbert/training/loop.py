@@ -35,18 +35,18 @@ import time
 import numpy as np
 import torch
 
-from ..batch_predict import predict_probs
-from ..checkpoint import save_checkpoint_atomic
-from ..config import TrainConfig
-from ..errors import CheckpointError, DiskFullError
-from ..fsio import atomic_write_json, fault_point, is_disk_full
-from ..metrics import compute_metrics, format_metrics
-from ..runs import append_metrics, read_status, run_has_state, write_status
-from .hooks import TrainHooks, call_hooks, end_hooks
-from .optim import lr_factor
-from .resume import save_training_state
-from .run import SPLITS, Run, build_meta
-from .setup import make_accelerator, setup
+from reviewbert.config import TrainConfig
+from reviewbert.errors import CheckpointError, DiskFullError
+from reviewbert.fsio import atomic_write_json, fault_point, is_disk_full
+from reviewbert.model.batch_predict import predict_probs
+from reviewbert.model.checkpoint import save_checkpoint_atomic
+from reviewbert.model.metrics import compute_metrics, format_metrics
+from reviewbert.training.hooks import TrainHooks, call_hooks, end_hooks
+from reviewbert.training.optim import lr_factor
+from reviewbert.training.resume import save_training_state
+from reviewbert.training.run import SPLITS, Run, build_meta
+from reviewbert.training.runs import append_metrics, read_status, run_has_state, write_status
+from reviewbert.training.setup import make_accelerator, setup
 
 
 def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accelerator=None,

@@ -1,7 +1,7 @@
 """The optimizer's parameter groups and the learning rate as a pure function of the step."""
 from __future__ import annotations
 
-from ..config import TrainConfig
+from reviewbert.config import TrainConfig
 
 
 def layer_depth(name: str, num_layers: int) -> int:

@@ -8,10 +8,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from ..checkpoint import META_FILE, read_meta
-from ..config import RESUME_OVERRIDABLE, TrainConfig
-from ..errors import CheckpointError
-from ..fsio import atomic_write_json
+from reviewbert.config import RESUME_OVERRIDABLE, TrainConfig
+from reviewbert.errors import CheckpointError
+from reviewbert.fsio import atomic_write_json
+from reviewbert.model.checkpoint import META_FILE, read_meta
 
 STATE_JSON = "training_state.json"
 STATE_TENSORS = "training_state.safetensors"

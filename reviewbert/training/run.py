@@ -7,10 +7,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import __version__
-from ..config import TrainConfig
-from ..runs import run_paths
-from .signals import StopFlag
+from reviewbert import __version__
+from reviewbert.config import TrainConfig
+from reviewbert.training.runs import run_paths
+from reviewbert.training.signals import StopFlag
 
 META_FORMAT = "reviewbert/1"
 SPLITS = ("train", "validation", "test")

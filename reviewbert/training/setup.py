@@ -12,9 +12,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from .. import data
-from ..batch_predict import EncodedDataset, PadCollator, encode_texts, eval_loader
-from ..checkpoint import (
+from reviewbert import data
+from reviewbert.config import TrainConfig
+from reviewbert.errors import CheckpointError, ConfigError
+from reviewbert.fsio import atomic_write_json
+from reviewbert.model.batch_predict import EncodedDataset, PadCollator, encode_texts, eval_loader
+from reviewbert.model.checkpoint import (
     clean_failed_saves,
     load_checkpoint,
     load_for_training,
@@ -22,8 +25,7 @@ from ..checkpoint import (
     read_meta,
     recover_checkpoint,
 )
-from ..config import TrainConfig
-from ..device import (
+from reviewbert.model.device import (
     describe_device,
     describe_mixed_precision,
     pick_device,
@@ -31,17 +33,15 @@ from ..device import (
     resolve_mixed_precision,
     set_training_threads,
 )
-from ..errors import CheckpointError, ConfigError
-from ..fsio import atomic_write_json
-from ..labels import get_scheme
-from ..runs import run_paths, truncate_metrics, truncate_steps
-from . import distill, losses
-from .hooks import default_hooks
-from .optim import param_groups
-from .resume import STATE_JSON, load_training_state, restore_optimizer
-from .run import SPLITS, Run, build_meta
-from .sampler import LengthGroupedSampler
-from .status import PhaseStatus, Progress
+from reviewbert.model.labels import get_scheme
+from reviewbert.training import distill, losses
+from reviewbert.training.hooks import default_hooks
+from reviewbert.training.optim import param_groups
+from reviewbert.training.resume import STATE_JSON, load_training_state, restore_optimizer
+from reviewbert.training.run import SPLITS, Run, build_meta
+from reviewbert.training.runs import run_paths, truncate_metrics, truncate_steps
+from reviewbert.training.sampler import LengthGroupedSampler
+from reviewbert.training.status import PhaseStatus, Progress
 
 
 def make_accelerator(cfg: TrainConfig, out_dir):

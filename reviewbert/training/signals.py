@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 
-from ..runs import STOP_WITH_ENV, pid_alive
+from reviewbert.training.runs import STOP_WITH_ENV, pid_alive
 
 WATCH_S = 2.0
 

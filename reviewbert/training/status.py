@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..runs import read_status, write_status
+from reviewbert.training.runs import read_status, write_status
 
 
 def _queue_fields(run_dir) -> dict:

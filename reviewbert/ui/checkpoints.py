@@ -7,10 +7,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from .. import catalog
-from ..checkpoint import CheckpointInfo, list_checkpoints
-from ..markdown import md_escape
-from . import buttons, state
+from reviewbert.model.checkpoint import CheckpointInfo, list_checkpoints
+from reviewbert.training import catalog
+from reviewbert.ui import state
+from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.viz.markdown import md_escape
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_CMD = ("python -m reviewbert train --data ../shared/data/unlocked_mobile_10k.csv "

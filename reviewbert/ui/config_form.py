@@ -12,9 +12,9 @@ import math
 
 import streamlit as st
 
-from .. import config
-from ..config import FieldSpec
-from . import state
+from reviewbert import config
+from reviewbert.config import FieldSpec
+from reviewbert.ui import state
 
 
 def widget(spec: FieldSpec, where=st, key_prefix: str = state.CONFIG_FIELD,

@@ -4,7 +4,7 @@ comparison with another checkpoint and the exports.
 
 They only draw. Predictions come from ``reviewbert.analysis`` (computed through
 ``reviewbert.evaluate`` and cached beside the checkpoint), figures from
-``reviewbert.analysis.figures`` and ``reviewbert.figures``, and a browsed review is
+``reviewbert.analysis.figures`` and ``reviewbert.viz.figures``, and a browsed review is
 drawn with the Predict page's own components (``ui/views.py``).
 """
 from __future__ import annotations
@@ -15,34 +15,29 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from .. import attention, figures, heap
-from ..analysis import breakdown, lookup, predict_split, word_attention
-from ..analysis import figures as analysis_figures
-from ..analysis.calibration import reliability
-from ..analysis.compare import compare
-from ..analysis.intervals import metric_intervals
-from ..analysis.label_issues import find_issues
-from ..analysis.predictions import export_frame, planned_reviews
-from ..analysis.sources import describe
-from ..checkpoint import list_checkpoints, load_checkpoint
-from ..device import resolve_precision
-from ..markdown import md_code
-from ..report import CLEAN_CAVEAT, METRIC_NAMES, ReportInputs, build_report, fmt_metric
-from . import (
-    buttons,
-    cached_model,
-    checkpoints,
-    explanations,
-    prediction,
-    review_picker,
-    slice_filter,
-    state,
-    whatif,
-)
-from .png_download import png_download
-from .progress_bar import StreamlitProgress
-from .progress_bar import seconds_text as _seconds
-from .review_picker import Choice, PickerKeys
+from reviewbert.analysis import breakdown, lookup, predict_split, word_attention
+from reviewbert.analysis import figures as analysis_figures
+from reviewbert.analysis.calibration import reliability
+from reviewbert.analysis.compare import compare
+from reviewbert.analysis.html_report import CLEAN_CAVEAT, METRIC_NAMES, ReportInputs, build_report, fmt_metric
+from reviewbert.analysis.intervals import metric_intervals
+from reviewbert.analysis.label_issues import find_issues
+from reviewbert.analysis.predictions import export_frame, planned_reviews
+from reviewbert.analysis.sources import describe
+from reviewbert.model import attention
+from reviewbert.model.checkpoint import list_checkpoints, load_checkpoint
+from reviewbert.model.device import resolve_precision
+from reviewbert.server import heap
+from reviewbert.ui import checkpoints, explanations, review_picker, slice_filter, state, whatif
+from reviewbert.ui import prediction_card as prediction
+from reviewbert.ui.png_download import png_download
+from reviewbert.ui.progress_bar import StreamlitProgress
+from reviewbert.ui.progress_bar import seconds_text as _seconds
+from reviewbert.ui.review_picker import Choice, PickerKeys
+from reviewbert.ui.runtime import cached_model
+from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.viz import figures
+from reviewbert.viz.markdown import md_code
 
 TABS = ("Overview", "Errors", "Label issues", "Per-rating attention", "Map", "Drivers", "Slices",
         "Brittleness", "Compare", "Export")
@@ -393,7 +388,7 @@ def _word_attention_if_ready(preds, predictor):
 # ------------------------------------------------------------------ brittleness
 def brittleness(info, predictor, choice: Choice) -> None:
     """The Brittleness tab over the chosen reviews (``ui/whatif.py``)."""
-    from .faithfulness import weights_hash
+    from reviewbert.ui.faithfulness import weights_hash
     # "test split", as the CLI and the Faithfulness page name it: the same cache entries
     source = "test split" if choice.source.get("kind") == "test split" else describe(choice.source)
     whatif.brittleness_tab(predictor, info, choice.reviews, source,
@@ -473,7 +468,7 @@ def page_figures(preds) -> dict:
 
 
 def _cached_attention(preds):
-    from ..analysis import cache
+    from reviewbert.analysis import cache
     got = cache.read_attention(preds.folder) if preds.folder is not None else None
     return None if got is None else got[0]
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from .. import explain, explain_figures, explanation_cache
-from ..highlight import highlight_html
-from . import buttons
-from .prediction import show_highlight, token_chart
-from .progress_bar import StreamlitProgress
+from reviewbert.explain import cache as explanation_cache
+from reviewbert.explain import figures as explain_figures
+from reviewbert.explain import methods as explain
+from reviewbert.ui.prediction_card import show_highlight, token_chart
+from reviewbert.ui.progress_bar import StreamlitProgress
+from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.viz.highlight import highlight_html
 
 ROW_CLASS = "rb-explain"   # the highlighted rows (not "rb-highlight": that is the page's view)
 IG_STEPS_HELP = (f"IG doubles this (up to {explain.IG_MAX_STEPS} steps) while its convergence delta is "

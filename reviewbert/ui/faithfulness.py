@@ -1,5 +1,5 @@
 """The Faithfulness page: ERASER comprehensiveness and sufficiency of every explanation
-method on the checkpoint's test split (``reviewbert.faithfulness``), run with a progress
+method on the checkpoint's test split (``reviewbert.explain.faithfulness``), run with a progress
 bar and ETA, cached beside the checkpoint."""
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import time
 import pandas as pd
 import streamlit as st
 
-from .. import explain, explain_figures, faithfulness
-from ..examples import builtin_examples
-from . import buttons
-from .cached_model import load_test_reviews, mtime
-from .explanations import IG_STEPS_HELP
-from .progress_bar import StreamlitProgress, about
+from reviewbert.data.examples import builtin_examples
+from reviewbert.explain import faithfulness
+from reviewbert.explain import figures as explain_figures
+from reviewbert.explain import methods as explain
+from reviewbert.ui.explanations import IG_STEPS_HELP
+from reviewbert.ui.progress_bar import StreamlitProgress, about
+from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.ui.runtime.cached_model import load_test_reviews, mtime
 
 
 @st.cache_data(max_entries=8, show_spinner="Hashing the checkpoint's weights…")

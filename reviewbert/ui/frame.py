@@ -15,8 +15,11 @@ import time
 
 import streamlit as st
 
-from .. import allocator, heap, highlight
-from . import buttons, cached_model, checkpoints, state
+from reviewbert.server import allocator, heap
+from reviewbert.ui import checkpoints, state
+from reviewbert.ui.runtime import cached_model
+from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.viz import highlight
 
 _FRAME_RAN = "_frame_ran"
 _RUNS = itertools.count(1)      # full runs of this server, numbered (next() is thread-safe in CPython)
@@ -48,7 +51,7 @@ def skip_repl_check() -> None:
 def run() -> None:
     number = start_full_run()
     skip_repl_check()
-    allocator.fix_mmap_threshold()     # once per process: see reviewbert/allocator.py
+    allocator.fix_mmap_threshold()     # once per process: see reviewbert/server/allocator.py
     allocator.limit_arenas()
     nav = st.navigation(pages())
     # style only: takes no space

@@ -2,9 +2,9 @@
 checkpoint), then importance against the measured masking drop, the pruning curve, the
 head atlas with its roles, what fine-tuning changed, and one head on one review.
 
-They only draw: the numbers come from ``reviewbert.head_analysis`` (computed through
-``reviewbert.heads`` and ``reviewbert.head_roles``), the figures from
-``reviewbert.heads_figures``.
+They only draw: the numbers come from ``reviewbert.heads.analysis`` (computed through
+``reviewbert.heads.importance`` and ``reviewbert.heads.roles``), the figures from
+``reviewbert.heads.figures``.
 """
 from __future__ import annotations
 
@@ -14,14 +14,17 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from .. import head_analysis, heads, heads_figures
-from ..analysis.sources import describe
-from ..device import cpu_threads, threads_beside_training
-from ..head_roles import ROLES, STAT_LABELS
-from ..runs import device_busy
-from . import buttons, checkpoints, review_picker, state
-from .progress_bar import StreamlitProgress, seconds_text
-from .review_picker import Choice, PickerKeys
+from reviewbert.analysis.sources import describe
+from reviewbert.heads import analysis as head_analysis
+from reviewbert.heads import figures as heads_figures
+from reviewbert.heads import importance as heads
+from reviewbert.heads.roles import ROLES, STAT_LABELS
+from reviewbert.model.device import cpu_threads, threads_beside_training
+from reviewbert.training.runs import device_busy
+from reviewbert.ui import checkpoints, review_picker, state
+from reviewbert.ui.progress_bar import StreamlitProgress, seconds_text
+from reviewbert.ui.review_picker import Choice, PickerKeys
+from reviewbert.ui.runtime import clicks as buttons
 
 TABS = ("Importance", "Pruning", "Roles", "Fine-tuning")
 KEYS = PickerKeys(state.HEADS_SOURCE, state.HEADS_FILE, state.HEADS_UPLOAD, state.HEADS_UPLOADED,

@@ -1,8 +1,8 @@
 """The "Inside BERT" page's parts: one function per step, and classroom mode.
 
-The numbers come from :mod:`reviewbert.anatomy` (a traced pass of the sidebar's
+The numbers come from :mod:`reviewbert.anatomy.trace` (a traced pass of the sidebar's
 checkpoint, cached per checkpoint and sentence), the pictures from
-:mod:`reviewbert.anatomy_figures`; this module only lays them out. Each step
+:mod:`reviewbert.anatomy.figures`; this module only lays them out. Each step
 shows its tensor's shape, a plain caption and a heatmap, and checks what it
 computed by hand against what the model itself returns.
 
@@ -19,13 +19,17 @@ from typing import Callable
 import numpy as np
 import streamlit as st
 
-from .. import anatomy, anatomy_figures, heap
-from ..checkpoint import CheckpointInfo
-from ..errors import CheckpointError
-from ..figures import probs_bar
-from ..inference import Prediction, Predictor
-from ..markdown import md_escape
-from . import cached_model, checkpoints, prediction, state
+from reviewbert.anatomy import figures as anatomy_figures
+from reviewbert.anatomy import trace as anatomy
+from reviewbert.errors import CheckpointError
+from reviewbert.model.checkpoint import CheckpointInfo
+from reviewbert.model.inference import Prediction, Predictor
+from reviewbert.server import heap
+from reviewbert.ui import checkpoints, state
+from reviewbert.ui import prediction_card as prediction
+from reviewbert.ui.runtime import cached_model
+from reviewbert.viz.figures import probs_bar
+from reviewbert.viz.markdown import md_escape
 
 DEFAULT_SENTENCE = "time flies like an arrow"
 KEPT = (state.INSIDE_SENTENCE, state.INSIDE_CLASSROOM, state.INSIDE_LAYER, state.INSIDE_HEAD,

@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ..analysis import cache, embeddings, lookup, neighbours
-from ..markdown import md_escape
-from . import cached_model, state
+from reviewbert.analysis import cache, embeddings, lookup, neighbours
+from reviewbert.ui import state
+from reviewbert.ui.runtime import cached_model
+from reviewbert.viz.markdown import md_escape
 
 PREVIEW = 140           # characters of a neighbour's text in the table
 

@@ -14,8 +14,9 @@ import hashlib
 
 import streamlit as st
 
-from .. import figures
-from . import buttons, progress_bar
+from reviewbert.ui import progress_bar
+from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.viz import figures
 
 RENDER_GUESS_S = 3.5
 RENDER_HELP = "Rendered with kaleido in a headless Chromium (a few seconds)"

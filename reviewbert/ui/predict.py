@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING
 import numpy as np
 import streamlit as st
 
-from .. import admission
-from ..checkpoint import CheckpointInfo
-from ..errors import CheckpointError
-from ..examples import BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample
-from . import cached_model, state
+from reviewbert.data.examples import BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample
+from reviewbert.errors import CheckpointError
+from reviewbert.model.checkpoint import CheckpointInfo
+from reviewbert.server import admission
+from reviewbert.ui import state
+from reviewbert.ui.runtime import cached_model
 
 if TYPE_CHECKING:
-    from ..inference import Prediction, Predictor
+    from reviewbert.model.inference import Prediction, Predictor
 
 MISCLASSIFIED_TRIES = 25
 
@@ -34,7 +35,7 @@ def _cached_mistakes(reviews, predictor: Predictor, path: str | None):
     these reviews were never evaluated as a whole (then the sampler predicts as it draws)."""
     if path is None:
         return None
-    from ..analysis import lookup
+    from reviewbert.analysis import lookup
     try:
         preds = lookup(path, reviews, predictor.scheme, predictor.max_length)
     except OSError:
@@ -97,7 +98,7 @@ def _do_sample(reviews, predictor: Predictor, path: str | None = None):
 
 def turn(info: CheckpointInfo):
     """The block a Predict run does in its turn among the sessions' (first come, first
-    served: reviewbert/admission.py); no turn while the model loads, which it would only
+    served: reviewbert/server/admission.py); no turn while the model loads, which it would only
     hold while waiting."""
     return admission.turn(enabled=cached_model.loading(info).ready)
 
@@ -180,14 +181,14 @@ def prefetch(info: CheckpointInfo) -> None:
     a script run can)."""
     if not cached_model.loading(info).ready:
         return
-    from .prediction import component
+    from reviewbert.ui.prediction_card import component
     cached_model.prefetch_code("prefetch")
     component()
 
 
 SHARED_PREDICTIONS = 7
 """Seven, plus the one spare attention buffer the predictor keeps for the next prediction
-(reviewbert/buffers.py): the memory of the eight kept before that pool (server RSS with 20
+(reviewbert/model/buffers.py): the memory of the eight kept before that pool (server RSS with 20
 sessions 990-997 MB with eight and the spare, against a 1 GB target)."""
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from .. import datafiles
-from ..analysis.sources import CACHE_MAX_REVIEWS, all_reviews, describe_test_split
-from ..data import DataError
-from ..examples import Review
-from ..labels import get_scheme
-from . import cached_model
+from reviewbert.analysis.sources import CACHE_MAX_REVIEWS, all_reviews, describe_test_split
+from reviewbert.data import DataError
+from reviewbert.data import files as datafiles
+from reviewbert.data.examples import Review
+from reviewbert.model.labels import get_scheme
+from reviewbert.ui.runtime import cached_model
 
 SOURCES = ("test split", "data file", "upload")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from ..analysis import slices
-from ..analysis.predictions import SplitPredictions
-from ..markdown import md_escape
-from . import state
+from reviewbert.analysis import slices
+from reviewbert.analysis.predictions import SplitPredictions
+from reviewbert.ui import state
+from reviewbert.viz.markdown import md_escape
 
 
 def pick(preds, flagged=None) -> np.ndarray | None:

@@ -16,16 +16,18 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from ..analysis import drivers, embeddings, map_figures, map_reading, neighbours
-from ..analysis import projection as projection_mod
-from ..analysis import slices as slices_mod
-from ..analysis.intervals import metric_intervals
-from ..device import cpu_threads, threads_for_one_review
-from ..markdown import md_escape
-from ..report import METRIC_NAMES, fmt_metric
-from . import buttons, cached_model, error_analysis, nearest_reviews, state
-from .nearest_reviews import PREVIEW
-from .progress_bar import StreamlitProgress, in_background, wait_timed
+from reviewbert.analysis import drivers, embeddings, map_figures, map_reading, neighbours
+from reviewbert.analysis import projection as projection_mod
+from reviewbert.analysis import slices as slices_mod
+from reviewbert.analysis.html_report import METRIC_NAMES, fmt_metric
+from reviewbert.analysis.intervals import metric_intervals
+from reviewbert.model.device import cpu_threads, threads_for_one_review
+from reviewbert.ui import error_analysis, nearest_reviews, state
+from reviewbert.ui.nearest_reviews import PREVIEW
+from reviewbert.ui.progress_bar import StreamlitProgress, in_background, wait_timed
+from reviewbert.ui.runtime import cached_model
+from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.viz.markdown import md_escape
 
 TABS = ("Map", "Drivers", "Slices")
 METHODS = {"PCA 2-D": ("pca", 2), "PCA 3-D": ("pca", 3), "UMAP 2-D": ("umap", 2),

@@ -1,8 +1,8 @@
 """The Train page's components: data picker, launch form, live view, runs table.
 
-They only draw: the files come from reviewbert.datafiles, launches go through
-reviewbert.jobs / reviewbert.runs, tables and curves from reviewbert.experiments,
-figures from reviewbert.figures.
+They only draw: the files come from reviewbert.data.files, launches go through
+reviewbert.training.jobs / reviewbert.training.runs, tables and curves from reviewbert.training.experiments,
+figures from reviewbert.viz.figures.
 """
 from __future__ import annotations
 
@@ -10,13 +10,17 @@ from pathlib import Path
 
 import streamlit as st
 
-from .. import config, datafiles, experiments, figures, jobs, runs
-from ..config import TrainConfig
-from ..data import DataError
-from ..data.report import format_class_use
-from ..errors import ConfigError
-from ..training.distill import candidate_teachers
-from . import buttons, config_form, state
+from reviewbert import config
+from reviewbert.config import TrainConfig
+from reviewbert.data import DataError
+from reviewbert.data import files as datafiles
+from reviewbert.data.data_report import format_class_use
+from reviewbert.errors import ConfigError
+from reviewbert.training import experiments, jobs, runs
+from reviewbert.training.distill import candidate_teachers
+from reviewbert.ui import config_form, state
+from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.viz import figures
 
 ACTIVE = ("queued", "running")
 STATE_ICONS = {"queued": "⏳", "running": "🏃", "finished": "✅", "stopped": "⏸️", "failed": "❌",
@@ -83,7 +87,7 @@ def data_section() -> tuple[list[str], dict]:
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _cached_preview(path: str, stamp: float, options: tuple):
-    from ..data import ReadOptions
+    from reviewbert.data import ReadOptions
     return datafiles.preview(path, ReadOptions(*options))
 
 

@@ -2,8 +2,8 @@
 grid), every search's progress, and the selected search's dashboard of Optuna figures.
 
 The search itself is ``python -m reviewbert search … --queue`` in its own
-process (reviewbert.search, on Optuna); this only builds its spec and reads
-its folder and study. Figures come from reviewbert.search_figures.
+process (reviewbert.training.search, on Optuna); this only builds its spec and reads
+its folder and study. Figures come from reviewbert.training.search.figures.
 """
 from __future__ import annotations
 
@@ -13,10 +13,14 @@ import pandas as pd
 import plotly.io
 import streamlit as st
 
-from .. import config, experiments, jobs, runs, search, search_figures, seed_grid
-from ..errors import ConfigError
-from . import buttons, config_form, state, train
-from .png_download import png_download
+from reviewbert import config
+from reviewbert.errors import ConfigError
+from reviewbert.training import experiments, jobs, runs, search
+from reviewbert.training.search import figures as search_figures
+from reviewbert.training.search import seed_grid
+from reviewbert.ui import config_form, state, train
+from reviewbert.ui.png_download import png_download
+from reviewbert.ui.runtime import clicks as buttons
 
 DEFAULT_ROWS = [{"hyperparameter": "lr_bert", "values": "1e-5, 5e-5"},
                 {"hyperparameter": "lr_classifier", "values": "1e-3, 1e-2"}]

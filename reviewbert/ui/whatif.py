@@ -1,7 +1,7 @@
 """What if? under a prediction (the Predict page and the Error analysis page's review card):
 edit and compare, and counterfactuals on request; and the Error analysis page's
-Brittleness tab. Logic in ``reviewbert.whatif`` and ``reviewbert.brittleness``, figures in
-``reviewbert.whatif_figures``.
+Brittleness tab. Logic in ``reviewbert.whatif.counterfactuals`` and
+``reviewbert.whatif.brittleness``, figures in ``reviewbert.whatif.figures``.
 
 Both sections are fragments: Compare, the counterfactual button and their pickers rerun
 the section alone, never the prediction and the attention views above. Per session and
@@ -20,13 +20,18 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from .. import brittleness, explain, whatif, whatif_figures
-from ..highlight import highlight_html
-from ..inference import MAX_CHARS
-from ..markdown import md_escape
-from . import buttons, cached_model, state
-from .prediction import UNREADABLE, show_highlight
-from .progress_bar import StreamlitProgress, about
+from reviewbert.explain import methods as explain
+from reviewbert.model.inference import MAX_CHARS
+from reviewbert.ui import state
+from reviewbert.ui.prediction_card import UNREADABLE, show_highlight
+from reviewbert.ui.progress_bar import StreamlitProgress, about
+from reviewbert.ui.runtime import cached_model
+from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.viz.highlight import highlight_html
+from reviewbert.viz.markdown import md_escape
+from reviewbert.whatif import brittleness
+from reviewbert.whatif import counterfactuals as whatif
+from reviewbert.whatif import figures as whatif_figures
 
 COMPARE_CLASS = "rb-compare"     # the two highlighted versions (not rb-highlight / rb-explain)
 SECONDS_PER_TOKEN = [0.0]         # the last counterfactual run's pace, for the button's estimate

@@ -5,7 +5,7 @@ import pytest
 from app_support import open_view, run_loaded
 from streamlit.testing.v1 import AppTest
 
-from reviewbert.ui import prediction
+from reviewbert.ui import prediction_card as prediction
 
 from browser_support import write_meta
 from conftest import make_tiny_model
@@ -244,7 +244,7 @@ def test_a_checkpoints_mtime_is_read_once_a_second_and_a_re_save_is_seen(tmp_pat
     import os
     import time
 
-    from reviewbert.ui import cached_model
+    from reviewbert.ui.runtime import cached_model
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "model.safetensors").write_bytes(b"x")
     os.utime(tmp_path / "model.safetensors", (1_000_000, 1_000_000))

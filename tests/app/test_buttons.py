@@ -1,4 +1,4 @@
-"""reviewbert/ui/buttons.py: a click recorded by its callback is read once, by the run it
+"""reviewbert/ui/runtime/clicks.py: a click recorded by its callback is read once, by the run it
 started or by the run that replaced it, and is dropped rather than fired later.
 
 A run that Streamlit stops for a newer one leaves the session's state as the button's
@@ -14,8 +14,8 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from reviewbert.ui import buttons
 from reviewbert.ui import state as S
+from reviewbert.ui.runtime import clicks as buttons
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -25,7 +25,7 @@ def _script():
 
     import streamlit as st
 
-    from reviewbert.ui import buttons
+    from reviewbert.ui.runtime import clicks as buttons
     clicks, started = buttons.pending(), time.monotonic()
     if st.session_state.get("draw", True):
         if buttons.button(st, "Go", key="go", disabled=st.session_state.get("disabled", False)):

@@ -21,8 +21,8 @@ PAGE = "pages/heads.py"
 def ckpt_root(tmp_path_factory, tiny_model_dir):
     """A 5-label tiny checkpoint whose reviewbert.json names a toy file (a 40-review test
     split) and its own folder as the base model, and a copy with three heads removed."""
-    from reviewbert import pruning
-    from reviewbert.checkpoint import load_checkpoint, save_checkpoint_atomic
+    from reviewbert.model import pruning
+    from reviewbert.model.checkpoint import load_checkpoint, save_checkpoint_atomic
     root = tmp_path_factory.mktemp("heads-ckpts")
     toy = write_toy_csv(root.parent / "toy.csv", n=250)
     a = root / "a"

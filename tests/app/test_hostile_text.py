@@ -12,9 +12,9 @@ from app_support import open_view
 from test_app import predict
 from test_error_page import ckpt_root, open_page, tab, texts  # noqa: F401 - ckpt_root: fixture
 
-from reviewbert.highlight import highlight_html
-from reviewbert.markdown import md_code, md_escape
-from reviewbert.ui.prediction import UNREADABLE
+from reviewbert.ui.prediction_card import UNREADABLE
+from reviewbert.viz.highlight import highlight_html
+from reviewbert.viz.markdown import md_code, md_escape
 
 from hostile_texts import BY_NAME, CORPUS, LONG
 

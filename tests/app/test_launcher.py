@@ -1,4 +1,4 @@
-"""reviewbert.ui.launcher (``make run``): Streamlit's component scan before the server
+"""reviewbert.ui.runtime.launcher (``make run``): Streamlit's component scan before the server
 listens, with each installed package's METADATA parsed once: the same packages pass its
 filter, in the same order, for a quarter of the parses; and the server it starts serves."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from reviewbert.ui import launcher
+from reviewbert.ui.runtime import launcher
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -100,10 +100,11 @@ def test_streamlits_scan_is_the_one_patched(monkeypatch):
 def test_make_run_serves_the_app_through_the_launcher(tmp_path):
     """The command the tests, the benchmarks and ``make run`` use starts the launcher, and
     the server it starts answers and serves the page; `streamlit run` flags pass through."""
-    assert "reviewbert.ui.launcher" in (ROOT / "Makefile").read_text().split("\nrun:")[1].split("\n\n")[0]
+    run_rule = (ROOT / "Makefile").read_text().split("\nrun:")[1].split("\n\n")[0]
+    assert "reviewbert.ui.runtime.launcher" in run_rule
     port = free_port()
     cmd = server_command(ROOT, port)
-    assert cmd[1:3] == ["-m", "reviewbert.ui.launcher"]
+    assert cmd[1:3] == ["-m", "reviewbert.ui.runtime.launcher"]
     log = tmp_path / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)

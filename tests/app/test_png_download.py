@@ -43,7 +43,7 @@ def test_render_then_download_a_real_png_of_that_figure():
 
 
 def test_a_failed_render_says_why_and_the_page_goes_on(monkeypatch):
-    from reviewbert import figures
+    from reviewbert.viz import figures
 
     def no_browser(*a, **k):
         raise RuntimeError("Chromium not found")

@@ -17,7 +17,7 @@ def tiny_mlm(out: Path) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-    from reviewbert.checkpoint import resolve_base_model
+    from reviewbert.model.checkpoint import resolve_base_model
     torch.manual_seed(0)
     cfg = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
                      intermediate_size=64)

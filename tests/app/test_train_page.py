@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from reviewbert import runs as R
+from reviewbert.training import runs as R
 from reviewbert.ui import state as S
 
 from toyreviews import write_toy_csv

@@ -12,7 +12,7 @@ import pytest
 from app_support import open_view
 from streamlit.testing.v1 import AppTest
 
-from reviewbert.ui.prediction import UNREADABLE
+from reviewbert.ui.prediction_card import UNREADABLE
 
 from browser_support import write_meta
 from hostile_texts import BY_NAME

@@ -299,7 +299,7 @@ def test_a_tab_clicked_while_predict_runs_draws_the_new_review(server, browser_p
     the tab is clicked 0.08-0.9 s after *Predict*: in the pause, during the forward pass
     and after it. With the click read from the button, the one at 200 ms was lost in each
     of two runs."""
-    from reviewbert.ui.prediction import ATTENTION_VIEWS
+    from reviewbert.ui.prediction_card import ATTENTION_VIEWS
     page, _, _ = browser_page
     words = [("surely", "fine"), ("basically", "okay"), ("curiously", "meh"),
              ("notably", "bad"), ("perhaps", "good"), ("meanwhile", "great")]
@@ -330,7 +330,7 @@ def test_a_draft_in_the_review_box_survives_a_click_elsewhere(browser_page):
     the box's key back on every run, so Streamlit sent its value to the browser on every
     run, and the draft was replaced by the last predicted review: 4 of 4 tab clicks,
     with the box focused or left."""
-    from reviewbert.ui.prediction import ATTENTION_VIEWS
+    from reviewbert.ui.prediction_card import ATTENTION_VIEWS
     page, _, _ = browser_page
     sent = long_review("beforehand", "sent")
     predict(page, sent)

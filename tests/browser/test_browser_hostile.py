@@ -110,7 +110,7 @@ def norm(s: str) -> str:
 
 
 def quoted(query: str) -> str:
-    """A query as a message quotes it (reviewbert.markdown.md_code): whitespace runs as one
+    """A query as a message quotes it (reviewbert.viz.markdown.md_code): whitespace runs as one
     space, a word joiner after ":material" (else Streamlit draws an icon), and NUL drawn
     as U+FFFD (CommonMark's rule for it)."""
     return norm(query).replace(":material/", ":material\u2060/").replace("\x00", "\ufffd")
@@ -327,7 +327,7 @@ def inside_page(watch):
 
 @pytest.mark.parametrize("h", CASES)
 def test_inside_bert(inside_page, tokenizer, h):
-    from reviewbert.inference import encode
+    from reviewbert.model.inference import encode
     watch = inside_page
     page = watch.page
     box = page.get_by_role("textbox", name="Sentence", exact=True)

@@ -51,7 +51,7 @@ def long_review(n_tokens: int = 200) -> str:
     """About ``n_tokens`` wordpieces (with [CLS]/[SEP]), from "honestly" to "recommended"."""
     from transformers import AutoTokenizer
 
-    from reviewbert.checkpoint import resolve_base_model
+    from reviewbert.model.checkpoint import resolve_base_model
     tok = AutoTokenizer.from_pretrained(resolve_base_model(None))
     phrase = "the battery lasts two days and the screen is bright ."
     words = ["honestly"]

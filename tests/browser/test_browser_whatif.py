@@ -164,7 +164,7 @@ def test_compare_then_a_click_elsewhere_still_compares(page):
 
     Streamlit stops the fragment's run at its first element and starts a whole page's
     run for the other widget, which does not carry the click. Read from the button, the
-    click was lost and the diff kept the previous edit (reviewbert/ui/buttons.py records
+    click was lost and the diff kept the previous edit (reviewbert/ui/runtime/clicks.py records
     it in the button's callback instead). Every run pauses 0.5 s at its start (RunPause,
     as a class's load slows a run); the other widget is clicked 0.05-0.25 s after the
     run of *Compare* has started, inside that pause. (CI lost a click in this test once,
@@ -185,7 +185,7 @@ def test_compare_then_a_click_elsewhere_still_compares(page):
             runs = pg.pause.runs()
             pg.get_by_role("button", name="Compare", exact=True).click()
             # the run has started (its callbacks ran): a click made before that is dropped
-            # by Streamlit's fast reruns themselves (reviewbert/ui/buttons.py)
+            # by Streamlit's fast reruns themselves (reviewbert/ui/runtime/clicks.py)
             pg.pause.wait_run_after(runs)
             pg.wait_for_timeout(delay)
             elsewhere.click()

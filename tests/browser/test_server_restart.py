@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from reviewbert import jobs
-from reviewbert import runs as R
+from reviewbert.training import jobs
+from reviewbert.training import runs as R
 
 from browser_support import CHROMIUM, ROOT, StreamlitServer, launch_run, offline_context, progress_text
 from launch_support import state, values, wait
@@ -39,7 +39,7 @@ def test_launched_run_outlives_its_sigkilled_launcher_and_is_killed_only_once_go
     fake.write_text("#!/bin/sh\nexec sleep 60\n")
     fake.chmod(0o755)
     run = tmp_path / "run"
-    code = ("import sys, time\nfrom reviewbert import runs\n"
+    code = ("import sys, time\nfrom reviewbert.training import runs\n"
             "p = runs.launch('train', [], sys.argv[1], python=sys.argv[2])\n"
             "print(p.pid, flush=True)\ntime.sleep(60)\n")
     pid = None
@@ -168,7 +168,7 @@ def test_run_survives_a_killed_server_and_a_new_server_reattaches(tmp_path, data
     assert history and final[:len(history)] == history          # nothing lost or rewritten
     keys = [(m["epoch"], m["split"]) for m in final]
     assert len(keys) == len(set(keys))
-    from reviewbert.checkpoint import load_checkpoint
+    from reviewbert.model.checkpoint import load_checkpoint
     from reviewbert.training.resume import load_training_state
     model, tok, info = load_checkpoint(run / "last")
     progress, _ = load_training_state(run / "last")

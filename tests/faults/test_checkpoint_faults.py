@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from hypothesis import strategies as st
 
-from reviewbert.checkpoint import checkpoint_info, list_checkpoints, load_checkpoint
 from reviewbert.cli import main
 from reviewbert.errors import CheckpointError
+from reviewbert.model.checkpoint import checkpoint_info, list_checkpoints, load_checkpoint
 
 from broken_checkpoints import BROKEN, make_broken
 from browser_support import write_meta
@@ -135,7 +135,7 @@ JSON = st.recursive(
 def checkpoint_jsons(draw):
     """(config.json, reviewbert.json or None) as bytes: the good files with random
     fields replaced, dropped or added, or random JSON, or bytes that are not JSON."""
-    from reviewbert.labels import FIVE
+    from reviewbert.model.labels import FIVE
     cfg = {"model_type": "bert", "num_labels": 5, "id2label": {str(k): v for k, v in
                                                              FIVE.id2label.items()},
            "label2id": FIVE.label2id, "_name_or_path": "x"}
@@ -171,7 +171,7 @@ def checkpoint_jsons(draw):
 def _any_config_reads_or_fails_cleanly(files):
     """checkpoint_info, the listing and the sidebar's description: a CheckpointError or a
     usable CheckpointInfo, never another exception (the sidebar runs on every page)."""
-    from reviewbert import catalog
+    from reviewbert.training import catalog
     from reviewbert.ui.checkpoints import describe
     config, meta = files
     with tempfile.TemporaryDirectory() as root:

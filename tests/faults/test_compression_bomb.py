@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from reviewbert import datafiles as D
 from reviewbert.data import DataError, build_splits, iter_reviews
-from reviewbert.labels import FIVE
+from reviewbert.data import files as D
+from reviewbert.model.labels import FIVE
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = b'{"reviewText": "great phone, works well", "overall": 5}\n'
@@ -87,7 +87,7 @@ def test_bombs_stay_small_in_memory_and_time(bombs, tmp_path):
     script.write_text(
         "import sys, time\n"
         "from reviewbert.data import DataError, build_splits\n"
-        "from reviewbert.labels import FIVE\n"
+        "from reviewbert.model.labels import FIVE\n"
         "for p in sys.argv[1:]:\n"
         "    t = time.time()\n"
         "    try:\n"
@@ -132,7 +132,7 @@ def test_upload_of_a_bomb_is_refused_and_leaves_nothing(bombs, tmp_path):
     script.write_text(
         "import sys\n"
         "from pathlib import Path\n"
-        "from reviewbert import datafiles as D\n"
+        "from reviewbert.data import files as D\n"
         "from reviewbert.data import DataError\n"
         "from reviewbert.config import TrainConfig\n"
         "uploads = Path(sys.argv[1])\n"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reviewbert.data import DataError, DataReport, ReadOptions, build_splits, iter_reviews, parse_stars
-from reviewbert.labels import FIVE
+from reviewbert.model.labels import FIVE
 
 
 def read(path, **options):

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from reviewbert.checkpoint import load_checkpoint
 from reviewbert.errors import DiskFullError
 from reviewbert.fsio import FAULT_ENV
-from reviewbert.runs import read_metrics, read_status
+from reviewbert.model.checkpoint import load_checkpoint
+from reviewbert.training.runs import read_metrics, read_status
 from reviewbert.ui import state as S
 
 from toyreviews import ROOT, quiet_env, write_toy_csv

@@ -28,9 +28,9 @@ from pathlib import Path
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from reviewbert import datafiles
 from reviewbert.data import MAX_RECORD_BYTES, DataError, DataReport, iter_reviews, unique_reviews
-from reviewbert.labels import THREE
+from reviewbert.data import files as datafiles
+from reviewbert.model.labels import THREE
 
 from fuzzing import only_data_errors, read_contract, splits_contract, twins
 

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 from hypothesis import strategies as st
 
-from reviewbert import explain as E
-from reviewbert import explanation_cache as C
+from reviewbert.explain import cache as C
+from reviewbert.explain import methods as E
 
 from fuzzing import time_limit, twins
 

@@ -1,7 +1,7 @@
 """Uploads under generated names and sizes (Hypothesis): path traversal, absolute
 paths, NUL bytes, separators of both kinds, dots, unicode, very long names.
 
-save_upload (reviewbert.datafiles; both upload widgets, the training page's and
+save_upload (reviewbert.data.files; both upload widgets, the training page's and
 the error page's, call it) either refuses with an UploadError or writes exactly
 one plain, visible review file directly inside its uploads folder, with the
 content given, and never anything anywhere else.
@@ -14,7 +14,7 @@ from pathlib import Path
 from hypothesis import event
 from hypothesis import strategies as st
 
-from reviewbert import datafiles as D
+from reviewbert.data import files as D
 
 from fuzzing import time_limit, twins
 

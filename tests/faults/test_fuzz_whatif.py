@@ -17,8 +17,8 @@ from functools import lru_cache
 
 from hypothesis import strategies as st
 
-from reviewbert import whatif as W
-from reviewbert import whatif_figures as WF
+from reviewbert.whatif import counterfactuals as W
+from reviewbert.whatif import figures as WF
 
 from conftest import ROOT
 from fuzzing import time_limit, twins
@@ -34,7 +34,7 @@ TEXTS = st.one_of(st.lists(PIECES, max_size=30).map("".join), st.text(max_size=2
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from reviewbert.checkpoint import resolve_base_model
+    from reviewbert.model.checkpoint import resolve_base_model
     return AutoTokenizer.from_pretrained(resolve_base_model(None))
 
 
@@ -42,7 +42,7 @@ def tokenizer():
 def tiny_predictor():
     import torch
 
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
 
     from conftest import make_tiny_model
     folder = ROOT / "artifacts" / "fuzz-tiny-bert"
@@ -52,7 +52,7 @@ def tiny_predictor():
 
 
 def _deleting_words_leaves_the_other_pieces(text, data):
-    from reviewbert.inference import encode
+    from reviewbert.model.inference import encode
     enc = encode(tokenizer(), text, 10_000)
     if not enc.words:
         return

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from reviewbert.checkpoint import load_checkpoint
 from reviewbert.fsio import FAULT_ENV, FAULT_MARK_ENV
-from reviewbert.runs import read_metrics, read_status, read_steps
+from reviewbert.model.checkpoint import load_checkpoint
+from reviewbert.training.runs import read_metrics, read_status, read_steps
 
 from toyreviews import ROOT, quiet_env, write_toy_csv
 

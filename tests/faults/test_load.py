@@ -37,7 +37,7 @@ def test_cpu_threads_survive_overlapping_predictions():
     script in one), torch has its thread count back; inside, one thread fewer."""
     import torch
 
-    from reviewbert.device import cpu_threads, threads_beside_training
+    from reviewbert.model.device import cpu_threads, threads_beside_training
 
     old = torch.get_num_threads()
     torch.set_num_threads(3)
@@ -74,7 +74,7 @@ def test_the_head_view_travels_as_weights_not_as_an_html_page():
     """The head view was a ~1 MB HTML page per 256-token prediction, put through st.iframe
     (whose urlparse kept the last 128 of them: ~400 MB, bench/memory.py). It is now the
     app's component: the page loads once, a prediction sends its weights as bytes."""
-    from reviewbert import headview
+    from reviewbert.viz import bertviz_view as headview
     src = (ROOT / "reviewbert" / "ui" / "prediction.py").read_text()
     assert "st.iframe" not in src and "head_view_html" not in src
     rng = np.random.default_rng(0)

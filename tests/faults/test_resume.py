@@ -12,8 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from reviewbert.checkpoint import load_checkpoint
-from reviewbert.runs import (
+from reviewbert.model.checkpoint import load_checkpoint
+from reviewbert.training.runs import (
     append_metrics,
     launch_training,
     read_metrics,

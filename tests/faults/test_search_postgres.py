@@ -23,7 +23,7 @@ import pytest
 from optuna.trial import TrialState
 from streamlit.testing.v1 import AppTest
 
-from reviewbert import runs
+from reviewbert.training import runs
 from reviewbert.ui import state as S
 
 from postgres_support import PostgresServer, bin_dir

@@ -31,7 +31,7 @@ from reviewbert.data import (
     iter_reviews,
     splits_from_meta,
 )
-from reviewbert.labels import FIVE, THREE
+from reviewbert.model.labels import FIVE, THREE
 
 SPLITS = ("train", "validation", "test")
 
@@ -205,7 +205,7 @@ def test_three_labels_on_real_data(data_dir):
 
 @pytest.mark.integration
 def test_min_tokens_matches_brute_force(data_dir):
-    from reviewbert.checkpoint import load_tokenizer
+    from reviewbert.model.checkpoint import load_tokenizer
     tok = load_tokenizer(None)
     path = data_dir / "unlocked_mobile_5k.csv"
     rows, _, _ = read(path)
@@ -306,7 +306,7 @@ def test_cap_larger_than_data_and_getitem(two_files):
 
 
 def test_min_tokens_synthetic(tmp_path):
-    from reviewbert.checkpoint import load_tokenizer
+    from reviewbert.model.checkpoint import load_tokenizer
     tok = load_tokenizer(None)
     long_words = "unbelievably extraordinarily incomprehensibly"  # several tokens per word
     reviews = []

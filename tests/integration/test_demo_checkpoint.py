@@ -46,7 +46,7 @@ def test_plain_transformers_pipeline_loads_the_demo():
 @pytest.mark.integration
 @pytest.mark.slow
 def test_card_matches_a_fresh_evaluation(demo_evaluation):
-    from reviewbert.card import fmt, read_card_metrics
+    from reviewbert.training.card import fmt, read_card_metrics
     card = read_card_metrics(DEMO / "README.md")
     # the card's figures are fp32: the run's one fp32 `evaluate` of the test split, in a
     # symlinked copy of the demo with an empty cache (so a fresh pass, and nothing written
@@ -158,14 +158,14 @@ def test_fresh_clone_reaches_a_prediction_in_a_browser(tmp_path):
 
 
 def test_the_plain_tokenizer_encodes_every_real_review_as_transformers_does(data_dir):
-    """reviewbert/plain_tokenizer.py (the app's load, without transformers) against the
+    """reviewbert/model/plain_tokenizer.py (the app's load, without transformers) against the
     demo's transformers tokenizer, on the first 2,000 reviews of every real data file
     (emoji, CJK, HTML entities, embedded newlines): the same ids, offsets, words and
     wordpieces, cut at the demo's own max length."""
-    from reviewbert import plain_tokenizer
-    from reviewbert.checkpoint import hf_tokenizer
     from reviewbert.data import iter_reviews
-    from reviewbert.inference import encode
+    from reviewbert.model import plain_tokenizer
+    from reviewbert.model.checkpoint import hf_tokenizer
+    from reviewbert.model.inference import encode
     demo = ROOT / "checkpoints" / "demo"
     plain, hf = plain_tokenizer.read(demo, hf_tokenizer), hf_tokenizer(demo)
     assert plain is not None

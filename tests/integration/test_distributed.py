@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from reviewbert.checkpoint import load_checkpoint
-from reviewbert.runs import read_metrics, read_status
+from reviewbert.model.checkpoint import load_checkpoint
+from reviewbert.training.runs import read_metrics, read_status
 
 from toyreviews import ROOT, quiet_env, write_toy_csv
 

@@ -14,10 +14,13 @@ import pytest
 import torch
 from demo_support import demo_copy
 
-from reviewbert import head_analysis, head_roles, heads, pruning
-from reviewbert.batch_predict import encode_texts
-from reviewbert.checkpoint import load_checkpoint, save_checkpoint_atomic
-from reviewbert.inference import Predictor
+from reviewbert.heads import analysis as head_analysis
+from reviewbert.heads import importance as heads
+from reviewbert.heads import roles as head_roles
+from reviewbert.model import pruning
+from reviewbert.model.batch_predict import encode_texts
+from reviewbert.model.checkpoint import load_checkpoint, save_checkpoint_atomic
+from reviewbert.model.inference import Predictor
 
 from browser_support import ROOT
 
@@ -32,7 +35,7 @@ N = int(os.environ.get("REVIEWBERT_HEADS_DEMO_N", "300"))
 def demo(tmp_path_factory, data_dir):
     """The demo (symlinked, so its cache is written in a temporary folder), loaded, and 300
     reviews of its test split."""
-    from reviewbert.examples import test_split_examples
+    from reviewbert.data.examples import test_split_examples
     ck = demo_copy(tmp_path_factory.mktemp("heads-demo"))
     model, tok, info = load_checkpoint(ck, torch.device("cpu"), attn_implementation="eager")
     test = test_split_examples(info.meta, tokenizer=tok, data_dir=data_dir)

@@ -19,12 +19,12 @@ import pandas as pd
 import pytest
 from demo_support import DEMO, demo_copy
 
+from reviewbert.analysis.html_report import ReportInputs, build_report
 from reviewbert.analysis.intervals import metric_intervals
 from reviewbert.analysis.label_issues import find_issues
 from reviewbert.analysis.predictions import SplitPredictions, build_frame
-from reviewbert.examples import Review
-from reviewbert.labels import FIVE
-from reviewbert.report import ReportInputs, build_report
+from reviewbert.data.examples import Review
+from reviewbert.model.labels import FIVE
 
 from toyreviews import cli
 
@@ -155,8 +155,8 @@ def test_demo_bf16_agrees_with_fp32(tmp_path):
     96 of the test split (a bf16 pass with its fp32 check, as the Error analysis page runs
     it on a bf16 CPU)."""
     from reviewbert.analysis.predictions import predict_split
-    from reviewbert.checkpoint import load_checkpoint
-    from reviewbert.examples import test_split_examples
+    from reviewbert.data.examples import test_split_examples
+    from reviewbert.model.checkpoint import load_checkpoint
     model, tok, info = load_checkpoint(demo_copy(tmp_path))
     reviews = test_split_examples(info.meta, tokenizer=tok)[::21][:BF16_SAMPLE]
     preds = predict_split(model, tok, info.path, reviews, info.scheme,
@@ -171,8 +171,8 @@ def test_demo_bf16_agrees_with_fp32(tmp_path):
 @pytest.mark.slow
 def test_demo_cleanlab_ranked_list(demo):
     from reviewbert.analysis import lookup
-    from reviewbert.checkpoint import checkpoint_info
-    from reviewbert.examples import test_split_examples
+    from reviewbert.data.examples import test_split_examples
+    from reviewbert.model.checkpoint import checkpoint_info
     d, _, first, _ = demo
     info = checkpoint_info(d)
     reviews = test_split_examples(info.meta)

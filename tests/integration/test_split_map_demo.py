@@ -18,7 +18,7 @@ from demo_support import demo_copy
 
 from reviewbert.analysis import drivers, embeddings, lookup, map_reading, neighbours, projection
 from reviewbert.analysis import slices as slices_mod
-from reviewbert.device import cpu_bf16_units, cpu_description
+from reviewbert.model.device import cpu_bf16_units, cpu_description
 
 from toyreviews import cli
 
@@ -36,8 +36,8 @@ def demo(tmp_path_factory, demo_evaluation):
     shared, res = demo_evaluation
     root = tmp_path_factory.mktemp("map-demo")
     d = demo_copy(root, shared / "demo")
-    from reviewbert.checkpoint import load_checkpoint
-    from reviewbert.examples import test_split_examples
+    from reviewbert.data.examples import test_split_examples
+    from reviewbert.model.checkpoint import load_checkpoint
     model, tok, info = load_checkpoint(d)
     reviews = test_split_examples(info.meta, tokenizer=tok)
     preds = lookup(d, reviews, info.scheme, 256)
@@ -106,7 +106,7 @@ def test_slices_on_the_demo(demo):
 
 
 def test_ig_drivers_on_a_sample(demo):
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
     preds = demo["preds"]
     predictor = Predictor.from_checkpoint(demo["dir"])
     t0 = time.perf_counter()
@@ -147,7 +147,7 @@ def test_umap_of_ten_thousand_reviews(tmp_path, data_dir):
     shared CPU: run alone with `make umap`."""
     from reviewbert.analysis import predict_split
     from reviewbert.analysis.sources import all_reviews
-    from reviewbert.checkpoint import load_checkpoint
+    from reviewbert.model.checkpoint import load_checkpoint
     d = demo_copy(tmp_path)
     model, tok, info = load_checkpoint(d)
     _, chunks, source = all_reviews([data_dir / "earphone_reviews_in.csv"], info.scheme, info.meta)

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from reviewbert import jobs
-from reviewbert import runs as R
+from reviewbert.training import jobs
+from reviewbert.training import runs as R
 
 from launch_support import state, values, wait
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert import whatif as W
+from reviewbert.whatif import counterfactuals as W
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DEMO = Path(__file__).resolve().parents[2] / "checkpoints" / "demo"
@@ -20,9 +20,9 @@ DEMO = Path(__file__).resolve().parents[2] / "checkpoints" / "demo"
 def demo(data_dir):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from reviewbert.checkpoint import checkpoint_info
-    from reviewbert.examples import test_split_examples
-    from reviewbert.inference import Predictor
+    from reviewbert.data.examples import test_split_examples
+    from reviewbert.model.checkpoint import checkpoint_info
+    from reviewbert.model.inference import Predictor
     predictor = Predictor.from_checkpoint(DEMO, torch.device("cpu"))
     reviews = test_split_examples(checkpoint_info(DEMO).meta, predictor.tokenizer, data_dir)
     # fp32, as ReviewBERT computes: the demo's weights are stored in float16, and

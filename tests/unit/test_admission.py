@@ -1,11 +1,11 @@
-"""Turns for the Predict page's heavy work (reviewbert/admission.py): arrival order, a
+"""Turns for the Predict page's heavy work (reviewbert/server/admission.py): arrival order, a
 bounded number at a time, never a hang."""
 import threading
 import time
 
 import pytest
 
-from reviewbert import admission
+from reviewbert.server import admission
 
 
 @pytest.fixture
@@ -81,5 +81,5 @@ def test_an_exception_or_a_stop_inside_gives_the_turn_back(one_slot):
 
 
 def test_one_slot_per_usable_core():
-    from reviewbert.device import usable_cores
+    from reviewbert.model.device import usable_cores
     assert admission.slots() == max(1, usable_cores())

@@ -1,4 +1,4 @@
-"""reviewbert.allocator: a fixed glibc mmap threshold, so big blocks go back to the system.
+"""reviewbert.server.allocator: a fixed glibc mmap threshold, so big blocks go back to the system.
 
 Each case runs in a fresh interpreter: the threshold is per process and cannot be
 unset. The probe frees a 24 MB block (glibc's dynamic threshold then rises to 24 MB),
@@ -14,11 +14,11 @@ import sys
 
 import pytest
 
-from reviewbert import allocator
+from reviewbert.server import allocator
 
 PROBE = r"""
 import ctypes, ctypes.util, json, sys
-from reviewbert import allocator
+from reviewbert.server import allocator
 ok = allocator.fix_mmap_threshold() if sys.argv[1] == "fix" else None
 again = allocator.fix_mmap_threshold() if sys.argv[1] == "fix" else None
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -83,7 +83,7 @@ def test_blocks_under_the_threshold_stay_in_the_arenas():
 
 ARENAS = r"""
 import ctypes, ctypes.util, os, sys, tempfile, threading
-from reviewbert import allocator
+from reviewbert.server import allocator
 ok = allocator.limit_arenas(2) if sys.argv[1] == "limit" else None
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 libc.malloc.restype = ctypes.c_void_p

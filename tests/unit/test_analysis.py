@@ -20,12 +20,12 @@ from reviewbert.analysis.compare import compare, mcnemar, mcnemar_from_counts
 from reviewbert.analysis.intervals import mean_interval, metric_intervals
 from reviewbert.analysis.label_issues import find_issues
 from reviewbert.analysis.predictions import SplitPredictions, build_frame
-from reviewbert.attention import word_scores
-from reviewbert.checkpoint import load_checkpoint
-from reviewbert.examples import Review
-from reviewbert.inference import Predictor
-from reviewbert.labels import FIVE
-from reviewbert.metrics import compute_metrics
+from reviewbert.data.examples import Review
+from reviewbert.model.attention import word_scores
+from reviewbert.model.checkpoint import load_checkpoint
+from reviewbert.model.inference import Predictor
+from reviewbert.model.labels import FIVE
+from reviewbert.model.metrics import compute_metrics
 
 from toyreviews import toy_rows
 

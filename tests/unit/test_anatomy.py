@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert import anatomy as A
-from reviewbert.checkpoint import load_for_training
-from reviewbert.headview import head_view_html, head_view_tokens, last_window_start
-from reviewbert.inference import Predictor
-from reviewbert.labels import get_scheme
+from reviewbert.anatomy import trace as A
+from reviewbert.model.checkpoint import load_for_training
+from reviewbert.model.inference import Predictor
+from reviewbert.model.labels import get_scheme
+from reviewbert.viz.bertviz_view import head_view_html, head_view_tokens, last_window_start
 
 SENTENCE = "time flies like an arrow, said the unboxing video"
 
@@ -133,8 +133,8 @@ def test_empty_sentence_is_a_value_error(predictor):
 def test_mlm_only_where_the_base_has_its_head(tmp_path):
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
 
-    from reviewbert.checkpoint import resolve_base_model
     from reviewbert.config import DEFAULT_BASE_MODEL
+    from reviewbert.model.checkpoint import resolve_base_model
     no_head = A.mlm_status(DEFAULT_BASE_MODEL)                 # the embedded MiniLM
     assert not no_head.available and "no masked-language-model head" in no_head.message
     missing = A.mlm_status("nobody/not-a-model-here")           # never downloaded
@@ -181,7 +181,7 @@ def test_head_view_window_keeps_cls_and_sep():
 def test_tokens_are_escaped_and_other_models_are_declined():
     from transformers import DistilBertConfig, DistilBertForSequenceClassification
 
-    from reviewbert.anatomy_figures import matrix_heatmap, token_chips_html
+    from reviewbert.anatomy.figures import matrix_heatmap, token_chips_html
     chips = token_chips_html(["[CLS]", "<img src=x onerror=alert(1)>", "[SEP]"], [101, 1, 102],
                              [True, False, True])
     assert "<img" not in chips and "&lt;img src=x" in chips

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from reviewbert import attention as A
+from reviewbert.model import attention as A
 
 
 def fake_pred(L=3, H=2, seed=0):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert import brittleness as B
+from reviewbert.whatif import brittleness as B
 
 from browser_support import write_meta
 from toyreviews import write_toy_csv
@@ -40,7 +40,7 @@ def ckpt(tmp_path, model_dir):
 
 
 def predictor_of(path):
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
     return Predictor.from_checkpoint(path, torch.device("cpu"))
 
 
@@ -100,7 +100,7 @@ def test_cached_next_to_the_checkpoint_and_resumed(ckpt):
 
 
 def test_the_sample_is_the_faithfulness_sample():
-    from reviewbert.faithfulness import sample_texts
+    from reviewbert.explain.faithfulness import sample_texts
     texts = [f"review {i}" for i in range(50)]
     assert [texts[i] for i in B.sample(50, 7, 3)] == sample_texts(texts, 7, 3)
     assert B.sample(5, 100) == B.sample(5, 5)

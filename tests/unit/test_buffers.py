@@ -1,12 +1,12 @@
-"""The attention arrays' memory pool (reviewbert/buffers.py): reuse only once nothing reads."""
+"""The attention arrays' memory pool (reviewbert/model/buffers.py): reuse only once nothing reads."""
 import gc
 
 import numpy as np
 import torch
 
-from reviewbert.buffers import BufferPool
-from reviewbert.inference import Predictor
-from reviewbert.labels import FIVE
+from reviewbert.model.buffers import BufferPool
+from reviewbert.model.inference import Predictor
+from reviewbert.model.labels import FIVE
 
 
 def addr(a) -> int:

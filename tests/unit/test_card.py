@@ -1,11 +1,11 @@
-"""reviewbert.card: the model card's 3-label view and ablation table, from measured JSON."""
+"""reviewbert.training.card: the model card's 3-label view and ablation table, from measured JSON."""
 from __future__ import annotations
 
 import json
 import shutil
 
-from reviewbert import card
 from reviewbert.cli.card import read_result
+from reviewbert.training import card
 
 EVALUATION = {
     "n": 2105, "metrics": {"accuracy": 0.5562, "relaxed_accuracy": 0.9254, "auc": 0.8611,
@@ -124,7 +124,7 @@ def test_the_recipe_is_chosen_on_validation_not_on_test():
 
 def test_a_distilled_checkpoint_names_its_teachers_and_counts_their_minutes(tmp_path,
                                                                           tiny_model_dir):
-    from reviewbert.checkpoint import META_FILE, read_meta
+    from reviewbert.model.checkpoint import META_FILE, read_meta
     teacher = {"name": "t1/best", "path": "checkpoints/runs/t1/best", "seed": 43, "max_length": 256,
                "validation": {"accuracy": 0.571, "auc": 0.8611},
                "test": {"accuracy": 0.556, "relaxed_accuracy": 0.93, "auc": 0.8601}}

@@ -23,11 +23,11 @@ from reviewbert import data
 from reviewbert.cli.train import _read_config
 from reviewbert.config import TrainConfig, add_arguments
 from reviewbert.data import CLASS_BALANCE, ClassUse, build_splits, class_weights, splits_from_meta
-from reviewbert.labels import FIVE, THREE
-from reviewbert.runs import read_status
+from reviewbert.model.labels import FIVE, THREE
 from reviewbert.training import train
 from reviewbert.training.hooks import TrainHooks
 from reviewbert.training.losses import class_loss
+from reviewbert.training.runs import read_status
 from reviewbert.training.sampler import LengthGroupedSampler, balanced_draw
 
 from toyreviews import cli, toy_rows

@@ -12,9 +12,10 @@ import dataclasses
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from reviewbert import config, jobs, search
+from reviewbert import config
 from reviewbert.config import TrainConfig, knob
 from reviewbert.errors import ConfigError
+from reviewbert.training import jobs, search
 
 
 @dataclasses.dataclass

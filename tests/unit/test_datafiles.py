@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from reviewbert import catalog
-from reviewbert import datafiles as D
-from reviewbert.checkpoint import list_checkpoints
 from reviewbert.config import TrainConfig
+from reviewbert.data import files as D
+from reviewbert.model.checkpoint import list_checkpoints
+from reviewbert.training import catalog
 
 from toyreviews import write_toy_csv
 

@@ -13,15 +13,15 @@ from safetensors.torch import load_file
 from test_class_balance import imbalanced, tiny_cfg  # noqa: F401 (fixture)
 from test_train import one_thread  # noqa: F401 (autouse: one torch thread per test)
 
-from reviewbert.batch_predict import predict_texts
-from reviewbert.checkpoint import load_checkpoint
 from reviewbert.config import TrainConfig, add_arguments, config_errors
 from reviewbert.data import data_config
 from reviewbert.errors import ConfigError
-from reviewbert.labels import FIVE
-from reviewbert.runs import read_status
+from reviewbert.model.batch_predict import predict_texts
+from reviewbert.model.checkpoint import load_checkpoint
+from reviewbert.model.labels import FIVE
 from reviewbert.training import distill, train
 from reviewbert.training.losses import DistillLoss, ordinal_targets
+from reviewbert.training.runs import read_status
 
 
 def quiet(*a, **k):

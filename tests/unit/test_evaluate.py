@@ -1,4 +1,4 @@
-"""reviewbert.batch_predict: bulk evaluation (input order, lengths, precision) on the tiny model,
+"""reviewbert.model.batch_predict: bulk evaluation (input order, lengths, precision) on the tiny model,
 and bf16 against fp32 on the shipped demo checkpoint."""
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert import batch_predict, device
-from reviewbert.checkpoint import load_checkpoint
+from reviewbert.model import batch_predict, device
+from reviewbert.model.checkpoint import load_checkpoint
 
 from toyreviews import toy_rows
 

@@ -11,13 +11,13 @@ import pytest
 import torch
 from test_attention import fake_pred
 
-from reviewbert import attention as A
-from reviewbert import explain as E
+from reviewbert.explain import methods as E
+from reviewbert.model import attention as A
 
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir):
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
     return Predictor.from_checkpoint(tiny_model_dir, torch.device("cpu"))
 
 
@@ -215,7 +215,7 @@ def test_batched_interpolation_steps_give_the_same_attributions(tiny):
 def test_gradient_forward_matches_the_eager_model(tiny):
     """The gradient methods' own forward (SDPA attention, [CLS]-only last layer, fused
     QKV) gives the eager transformers model's logits, input gradients and IG."""
-    from reviewbert.inference import GradBertForward
+    from reviewbert.model.inference import GradBertForward
     pred = tiny.predict(REVIEW)
     ids = torch.tensor([E.token_ids(tiny, pred)] * 3)
     scale = torch.linspace(0.1, 1.0, 3)[:, None, None]        # three points of an IG path
@@ -339,10 +339,10 @@ def test_reading_names_agreement_punctuation_and_evidence_against():
 def test_all_methods_on_real_test_reviews_of_32_and_256_tokens(data_dir):
     """The shipped demo checkpoint on its own test split: one review of about 32
     tokens and one cut to 256 (the demo reads 128; positions allow 512)."""
-    from reviewbert.checkpoint import checkpoint_info
-    from reviewbert.examples import test_split_examples
-    from reviewbert.inference import Predictor
-    demo = Path(E.__file__).resolve().parents[1] / "checkpoints" / "demo"
+    from reviewbert.data.examples import test_split_examples
+    from reviewbert.model.checkpoint import checkpoint_info
+    from reviewbert.model.inference import Predictor
+    demo = Path(E.__file__).resolve().parents[2] / "checkpoints" / "demo"
     base = Predictor.from_checkpoint(demo, torch.device("cpu"))
     long = Predictor(base.model, base.tokenizer, base.scheme, max_length=256)
     reviews = test_split_examples(checkpoint_info(demo).meta, base.tokenizer, data_dir)
@@ -364,11 +364,11 @@ def test_all_methods_on_real_test_reviews_of_32_and_256_tokens(data_dir):
 
 # ------------------------------------------------------------------- figures
 def test_signed_highlight_uses_a_diverging_scale_and_unsigned_keeps_its_look():
-    from reviewbert.highlight import highlight_html
+    from reviewbert.viz.highlight import highlight_html
     text = "good <b>bad</b> fine"
     spans = [(0, 4), (5, 15), (16, 20)]
     signed = highlight_html(text, spans, [0.5, -1.0, 0.0], signed=True, css_class="rb-explain")
-    from reviewbert.highlight import HIGHLIGHT_CSS
+    from reviewbert.viz.highlight import HIGHLIGHT_CSS
     assert 'class="rb-explain"' in signed and "<b>" not in signed and "&lt;b&gt;" in signed
     # a word's look is a class: its colour and its step of opacity (the page's stylesheet)
     assert ".rb-p5{background:rgba(255,170,0,0.49)}" in HIGHLIGHT_CSS
@@ -382,8 +382,8 @@ def test_signed_highlight_uses_a_diverging_scale_and_unsigned_keeps_its_look():
 
 
 def test_methods_heatmap_rows_are_methods_scaled_per_row():
-    from reviewbert import explain_figures as XF
-    from reviewbert import figures as F
+    from reviewbert.explain import figures as XF
+    from reviewbert.viz import figures as F
     words = [f"w{i}" for i in range(60)]
     a = _scores("rollout", np.linspace(0.0, 0.2, 60))
     b = _scores("integrated_gradients", np.linspace(-2.0, 1.0, 60), signed=True)
@@ -402,8 +402,8 @@ def test_methods_heatmap_rows_are_methods_scaled_per_row():
 
 
 def test_faithfulness_charts_carry_the_intervals():
-    from reviewbert import explain_figures as XF
-    from reviewbert.faithfulness import Stat
+    from reviewbert.explain import figures as XF
+    from reviewbert.explain.faithfulness import Stat
     st = {"5": Stat(0.2, 0.1, 0.3), "10": Stat(0.3, 0.25, 0.4), "aopc": Stat(0.25, 0.2, 0.3)}
     summary = {"integrated_gradients": {"comprehensiveness": st, "sufficiency": st},
                "random": {"comprehensiveness": st, "sufficiency": st}}

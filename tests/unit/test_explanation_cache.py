@@ -1,4 +1,4 @@
-"""reviewbert/explanation_cache.py: a review's slow explanations are computed once for the
+"""reviewbert/explain/cache.py: a review's slow explanations are computed once for the
 server, kept next to the checkpoint, keyed by all that decides them, and shared by the
 sessions that ask at the same time."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert import explain as E
-from reviewbert import explanation_cache as C
+from reviewbert.explain import cache as C
+from reviewbert.explain import methods as E
 
 REVIEW = "The battery died after two days, unbelievably poor quality!"
 
@@ -29,7 +29,7 @@ def ckpt(tiny_model_dir, tmp_path):
 
 @pytest.fixture()
 def predictor(ckpt):
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
     return Predictor.from_checkpoint(ckpt, torch.device("cpu"))
 
 
@@ -163,7 +163,7 @@ def test_one_method_is_read_from_the_pages_pair_or_its_own_entry(predictor, ckpt
     """What if?'s comparison asks for one method of each version: the original's LIME comes
     from the pair the Predict page stored (no model pass), the edit's is computed once and
     stored under its own key, and the next comparison of the same edit reads both."""
-    from reviewbert import whatif
+    from reviewbert.whatif import counterfactuals as whatif
     before = predictor.predict(REVIEW)
     after = predictor.predict(REVIEW.replace("poor", "great"))
     pair = E.perturbation_methods()

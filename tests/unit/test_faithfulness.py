@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert import faithfulness as FA
+from reviewbert.explain import faithfulness as FA
 
 from browser_support import write_meta
 from conftest import make_tiny_model
@@ -98,7 +98,7 @@ class Counted:
 
 
 def predictor_of(path):
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
     return Predictor.from_checkpoint(path, torch.device("cpu"))
 
 

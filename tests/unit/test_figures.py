@@ -7,12 +7,12 @@ import numpy as np
 import plotly.graph_objects as go
 from test_attention import fake_pred
 
-from reviewbert import attention as A
-from reviewbert import explain_figures as XF
-from reviewbert import figures as F
-from reviewbert.examples import EXAMPLES_FILE, builtin_examples, sample
-from reviewbert.headview import VENDOR, VENDOR_FILES, head_view_html
-from reviewbert.highlight import highlight_html
+from reviewbert.data.examples import EXAMPLES_FILE, builtin_examples, sample
+from reviewbert.explain import figures as XF
+from reviewbert.model import attention as A
+from reviewbert.viz import figures as F
+from reviewbert.viz.bertviz_view import VENDOR, VENDOR_FILES, head_view_html
+from reviewbert.viz.highlight import highlight_html
 
 
 def test_cls_heatmap_rows_columns_and_hover():

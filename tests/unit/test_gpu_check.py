@@ -35,7 +35,7 @@ def test_without_a_gpu_it_says_so_and_exits_0(gpu_check, tmp_path, capsys):
 
 
 def test_with_cuda_mocked_the_device_and_the_queue_name_the_gpu(gpu_check, monkeypatch):
-    from reviewbert import runs
+    from reviewbert.training import runs
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
     step = gpu_check.pick_device_step()

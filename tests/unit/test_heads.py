@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert import head_analysis, head_roles, heads
-from reviewbert.checkpoint import load_checkpoint
-from reviewbert.examples import Review
+from reviewbert.data.examples import Review
+from reviewbert.heads import analysis as head_analysis
+from reviewbert.heads import importance as heads
+from reviewbert.heads import roles as head_roles
+from reviewbert.model.checkpoint import load_checkpoint
 
 from heads_support import TEXTS, lively
 
@@ -23,7 +25,7 @@ def tiny(tiny_model_dir):
 
 
 def batch_of(tok, texts=TEXTS):
-    from reviewbert.batch_predict import encode_texts
+    from reviewbert.model.batch_predict import encode_texts
     ids = encode_texts(tok, list(texts), 64)
     (b,) = heads.make_batches(ids, tok.pad_token_id, tokens_per_batch=10_000)
     return b
@@ -130,7 +132,7 @@ def test_masking_drops_equal_masking_each_head_and_scoring_again(tiny):
     """The saved-inputs shortcut (layer l masked from its saved input on, heads side by
     side) gives exactly what the naive loop gives: mask one head, re-score everything."""
     model, tok, _ = tiny
-    from reviewbert.batch_predict import encode_texts
+    from reviewbert.model.batch_predict import encode_texts
     ids = encode_texts(tok, TEXTS * 3, 64)
     batches = heads.make_batches(ids, tok.pad_token_id, tokens_per_batch=60)
     assert len(batches) > 2
@@ -164,7 +166,7 @@ def test_pruning_orders_and_points():
 
 def test_curves_mask_the_right_number_of_heads(tiny):
     model, tok, _ = tiny
-    from reviewbert.batch_predict import encode_texts
+    from reviewbert.model.batch_predict import encode_texts
     ids = encode_texts(tok, TEXTS * 4, 64)
     labels = np.array([0, 4, 2, 3, 1] * 4)
     mm = heads.MaskedModel(model)
@@ -325,7 +327,7 @@ def test_attention_probs_are_the_eager_models(tiny):
 def test_analysis_caches_each_stage_and_resumes(tiny, tmp_path):
     import shutil
 
-    from reviewbert import heads_cache
+    from reviewbert.heads import cache as heads_cache
     model, tok, info = tiny
     ck = tmp_path / "ck"
     shutil.copytree(info.path, ck)

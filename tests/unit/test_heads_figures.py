@@ -7,7 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reviewbert import head_analysis, head_roles, heads, heads_figures
+from reviewbert.heads import analysis as head_analysis
+from reviewbert.heads import figures as heads_figures
+from reviewbert.heads import importance as heads
+from reviewbert.heads import roles as head_roles
 
 
 @pytest.fixture

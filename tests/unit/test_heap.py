@@ -1,4 +1,4 @@
-"""reviewbert.heap: long-lived objects frozen out of Streamlit's after-run collection,
+"""reviewbert.server.heap: long-lived objects frozen out of Streamlit's after-run collection,
 without keeping reference cycles dropped since the last freeze."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from reviewbert import heap
+from reviewbert.server import heap
 
 
 class Node:

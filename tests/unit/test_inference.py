@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert.examples import EXAMPLES_FILE
-from reviewbert.inference import MAX_CHARS, FastBertForward, Predictor, encode, stars_display
-from reviewbert.labels import FIVE, THREE
+from reviewbert.data.examples import EXAMPLES_FILE
+from reviewbert.model.inference import MAX_CHARS, FastBertForward, Predictor, encode, stars_display
+from reviewbert.model.labels import FIVE, THREE
 
 REVIEWS = [
     "Terrible. Broke after two days.",
@@ -25,7 +25,7 @@ def tiny(tiny_model_dir):
 @pytest.fixture(scope="module")
 def minilm():
     """The embedded MiniLM (6 x 12) with a classifier head that has real margins."""
-    from reviewbert.checkpoint import load_for_training
+    from reviewbert.model.checkpoint import load_for_training
     torch.manual_seed(0)
     model, tok = load_for_training(None, FIVE, attn_implementation="eager")
     with torch.no_grad():
@@ -136,7 +136,7 @@ def test_fast_path_pads_matmul_rows_to_a_few_shapes(tiny, monkeypatch):
     """oneDNN keeps a primitive per row count for good: the fast path's matmuls see
     only multiples of ROW_BUCKET (or one row, [CLS] in the last layer), whatever the
     review's length, and the result stays the eager model's."""
-    from reviewbert import inference as I
+    from reviewbert.model import inference as I
     if not tiny.fast.packed:
         pytest.skip("no oneDNN packed weights on this CPU")
     rows = set()
@@ -168,7 +168,7 @@ def test_weights_saved_in_fp16_load_as_fp32_on_every_device(tiny_model_dir, tmp_
     training's master weights are fp32 whatever the base model was saved in."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from reviewbert.checkpoint import load_checkpoint, load_for_training
+    from reviewbert.model.checkpoint import load_checkpoint, load_for_training
     half = tmp_path / "half"
     AutoModelForSequenceClassification.from_pretrained(tiny_model_dir).half().save_pretrained(half)
     AutoTokenizer.from_pretrained(tiny_model_dir).save_pretrained(half)
@@ -185,7 +185,7 @@ def test_weights_saved_in_fp16_load_as_fp32_on_every_device(tiny_model_dir, tmp_
 def test_prepare_cuda_turns_cudnn_attention_off_on_cuda_only():
     """cuDNN's attention builds a graph per new sequence length (0.2-3 s each on an H200):
     ReviewBERT's work on a GPU uses the flash / memory-efficient kernels instead."""
-    from reviewbert.device import prepare_cuda
+    from reviewbert.model.device import prepare_cuda
     was = torch.backends.cuda.cudnn_sdp_enabled()
     try:
         torch.backends.cuda.enable_cudnn_sdp(True)

@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from reviewbert.metrics import compute_metrics, confusion, format_confusion, macro_auc
+from reviewbert.model.metrics import compute_metrics, confusion, format_confusion, macro_auc
 
 
 def test_five_labels_by_hand_and_missing_class_auc():

@@ -1,4 +1,4 @@
-"""reviewbert.model_loading: a checkpoint loaded in a thread while the pages draw."""
+"""reviewbert.server.model_loading: a checkpoint loaded in a thread while the pages draw."""
 from __future__ import annotations
 
 import threading
@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from reviewbert.errors import CheckpointError
-from reviewbert.model_loading import BackgroundLoad, load_predictor, load_test_split
+from reviewbert.server.model_loading import BackgroundLoad, load_predictor, load_test_split
 
 
 class FakePredictor:
@@ -123,7 +123,7 @@ def test_what_libraries_peek_at_is_complete_before_the_thread_starts_and_pandas_
     import sys
     code = """
 import sys
-from reviewbert.model_loading import BackgroundLoad
+from reviewbert.server.model_loading import BackgroundLoad
 assert "pandas" not in sys.modules, "pandas was imported before: the test proves nothing"
 job = BackgroundLoad("p", load=lambda p: object(), split=lambda p, t: (None, "none"), hold=True)
 numpy = sys.modules.get("numpy")
@@ -153,7 +153,7 @@ def test_a_held_load_waits_for_its_release_or_for_anything_that_needs_the_model(
 
 
 def test_a_held_load_that_nobody_releases_starts_after_hold_s(monkeypatch):
-    import reviewbert.model_loading as model_loading
+    import reviewbert.server.model_loading as model_loading
     monkeypatch.setattr(model_loading, "HOLD_S", 0.2)
     job = BackgroundLoad("c", load=lambda p: FakePredictor(), split=lambda p, t: (None, "none"),
                          hold=True)
@@ -167,8 +167,8 @@ def test_the_warm_up_runs_with_the_threads_the_app_gives_one_review(tiny_model_d
     wait for a core the browser holds. The process's own count is left as it was."""
     import torch
 
-    from reviewbert import device
-    from reviewbert.inference import Predictor
+    from reviewbert.model import device
+    from reviewbert.model.inference import Predictor
     seen = []
     real = Predictor.warm_up
     monkeypatch.setattr(Predictor, "warm_up",

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from reviewbert import headview
+from reviewbert.viz import bertviz_view as headview
 
 
 def pred(T=60, L=2, H=3, seed=0):

@@ -10,7 +10,7 @@ tolerance far below what any real change makes: a different seed, shuffle, learn
 schedule or RNG order moves the losses and weight norms by percents, not by 1e-3.
 
 ``data/cli_flags_3620edc.json``: each subcommand's flags as that code's parsers held them
-(``card`` was then ``python -m reviewbert.card``).
+(``card`` was then ``python -m reviewbert.training.card``).
 """
 from __future__ import annotations
 

@@ -19,10 +19,10 @@ import torch
 from hypothesis import strategies as st
 from safetensors.torch import load_file, save_file
 
-from reviewbert import plain_bert
-from reviewbert.checkpoint import PLAIN_LOAD_ENV
 from reviewbert.errors import CheckpointError
-from reviewbert.inference import FastBertForward, Predictor
+from reviewbert.model import plain_bert
+from reviewbert.model.checkpoint import PLAIN_LOAD_ENV
+from reviewbert.model.inference import FastBertForward, Predictor
 
 from fuzzing import twins
 
@@ -108,7 +108,7 @@ def test_the_app_start_up_never_imports_transformers_modeling_code():
     ``modeling_bert`` (nor the 1,600 modules behind it) until a view asks for the model."""
     code = (
         "import sys, torch\n"
-        "from reviewbert.model_loading import load_predictor\n"
+        "from reviewbert.server.model_loading import load_predictor\n"
         "p = load_predictor('checkpoints/demo')\n"
         "p.predict('Great phone, the battery lasts two days.')\n"
         "heavy = ('transformers.models.bert.modeling_bert', 'transformers.modeling_utils',"

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from hypothesis import strategies as st
 
-from reviewbert import plain_tokenizer
-from reviewbert.checkpoint import PLAIN_LOAD_ENV, hf_tokenizer
 from reviewbert.errors import CheckpointError
-from reviewbert.inference import Predictor, encode
-from reviewbert.plain_tokenizer import PlainTokenizer
+from reviewbert.model import plain_tokenizer
+from reviewbert.model.checkpoint import PLAIN_LOAD_ENV, hf_tokenizer
+from reviewbert.model.inference import Predictor, encode
+from reviewbert.model.plain_tokenizer import PlainTokenizer
 
 from fuzzing import twins
 from hostile_texts import CORPUS
@@ -139,7 +139,7 @@ def test_the_predict_path_never_imports_transformers():
     until something asks the tokenizer for more."""
     code = (
         "import sys, json, torch\n"
-        "from reviewbert.model_loading import load_predictor, load_test_split\n"
+        "from reviewbert.server.model_loading import load_predictor, load_test_split\n"
         "p = load_predictor('checkpoints/demo')\n"
         "p.predict('Great phone, the battery lasts two days.')\n"
         "reviews, why = load_test_split('checkpoints/demo', p.tokenizer)\n"

@@ -9,10 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert import attention, explain, head_analysis, heads, pruning
-from reviewbert.checkpoint import load_checkpoint, save_checkpoint_atomic
 from reviewbert.errors import CheckpointError
-from reviewbert.inference import Predictor
+from reviewbert.explain import methods as explain
+from reviewbert.heads import analysis as head_analysis
+from reviewbert.heads import importance as heads
+from reviewbert.model import attention, pruning
+from reviewbert.model.checkpoint import load_checkpoint, save_checkpoint_atomic
+from reviewbert.model.inference import Predictor
 
 from heads_support import TEXTS, lively
 
@@ -130,8 +133,8 @@ def test_a_bad_pruned_heads_entry_is_a_checkpoint_error(pruned_dir, tmp_path):
 
 
 def test_heads_to_prune_takes_the_least_important(tiny):
-    from reviewbert.examples import Review
-    from reviewbert.labels import FIVE
+    from reviewbert.data.examples import Review
+    from reviewbert.model.labels import FIVE
     model, tok, _ = tiny
     revs = [Review(t, s, "t") for t, s in zip(TEXTS, [1, 5, 3, 3, 1])]
     remove, scores = head_analysis.heads_to_prune(model, tok, revs, FIVE, 0.25, max_length=64)
@@ -158,7 +161,7 @@ def test_write_pruned_records_what_was_removed(tiny, tmp_path):
 def test_batched_evaluation_reads_a_pruned_checkpoint(tiny, pruned_dir):
     """The Error analysis page's batched pass (SDPA, padded batches) on the pruned checkpoint,
     a layer with no head included, agrees with the one-review fast path."""
-    from reviewbert.batch_predict import predict_in_order
+    from reviewbert.model.batch_predict import predict_in_order
     model, tok, _ = tiny
     sdpa, _, _ = load_checkpoint(pruned_dir, torch.device("cpu"))          # attn "sdpa"
     probs, _, _ = predict_in_order(sdpa, tok, TEXTS, max_length=64, batch_size=3)

@@ -1,4 +1,4 @@
-"""reviewbert/row_memo.py and ``Predictor.batch_logits(remember=True)``: LIME or occlusion
+"""reviewbert/model/row_memo.py and ``Predictor.batch_logits(remember=True)``: LIME or occlusion
 stopped halfway (the user left the page) resumes where it stopped, reading only the rows
 the model has not read yet, with the same result as a run never stopped."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert import explain as E
-from reviewbert.row_memo import RowMemo
+from reviewbert.explain import methods as E
+from reviewbert.model.row_memo import RowMemo
 
 LONG = " ".join(["The battery died after two days and support never answered."] * 6)
 
@@ -18,7 +18,7 @@ LONG = " ".join(["The battery died after two days and support never answered."] 
 @pytest.fixture()
 def fresh(tiny_model_dir):
     """A new Predictor each time: an empty memo."""
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
 
     def make():
         return Predictor.from_checkpoint(tiny_model_dir, torch.device("cpu"))
@@ -57,7 +57,7 @@ class Stop(Exception):
 
 
 def test_a_stopped_occlusion_resumes_where_it_stopped(fresh, monkeypatch):
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
     monkeypatch.setattr(Predictor, "BATCH_TOKENS", 256)         # many batches: many stops
     whole = fresh()
     pred = whole.predict(LONG)

@@ -13,11 +13,11 @@ import psutil
 import pytest
 import torch
 
-from reviewbert import runs
 from reviewbert.cli import main
 from reviewbert.config import TrainConfig, config_errors, group_fields
 from reviewbert.errors import ConfigError
-from reviewbert.runs import (
+from reviewbert.training import runs
+from reviewbert.training.runs import (
     RunBusyError,
     cancel_run,
     delete_run,
@@ -265,7 +265,7 @@ def test_launched_child_that_fails_early_says_failed(tmp_path, monkeypatch):
 def test_device_busy_is_true_only_while_the_slot_is_held(tmp_path, monkeypatch):
     import fcntl
 
-    from reviewbert.runs import device_busy
+    from reviewbert.training.runs import device_busy
     monkeypatch.delenv("REVIEWBERT_QUEUE_DIR", raising=False)
     assert not device_busy(tmp_path)                      # no queue folder at all
     lock = tmp_path / ".queue" / "cpu" / "slot.lock"
@@ -284,7 +284,7 @@ def test_device_busy_is_true_only_while_the_slot_is_held(tmp_path, monkeypatch):
 def test_predictions_use_one_thread_fewer_only_beside_training():
     import torch
 
-    from reviewbert.device import cpu_threads, threads_beside_training
+    from reviewbert.model.device import cpu_threads, threads_beside_training
     before = torch.get_num_threads()
     assert threads_beside_training(False) is None
     with cpu_threads(threads_beside_training(True)):
@@ -296,7 +296,7 @@ def test_predictions_use_one_thread_fewer_only_beside_training():
 def test_one_review_takes_half_the_cores_and_one_fewer_beside_training(cores, idle, training):
     import torch
 
-    from reviewbert.device import cpu_threads, threads_for_one_review
+    from reviewbert.model.device import cpu_threads, threads_for_one_review
     before = torch.get_num_threads()
     torch.set_num_threads(cores)
     try:

@@ -11,11 +11,11 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from reviewbert import search
-from reviewbert.checkpoint import read_meta
 from reviewbert.cli import main
 from reviewbert.config import to_argv
-from reviewbert.runs import read_metrics, read_status
+from reviewbert.model.checkpoint import read_meta
+from reviewbert.training import search
+from reviewbert.training.runs import read_metrics, read_status
 
 from toyreviews import ROOT, cli, quiet_env, write_toy_csv
 
@@ -255,7 +255,7 @@ class Died(BaseException):
 
 def dead_process() -> tuple[int, float]:
     """(pid, start time) of a process that has exited: a SIGKILLed worker's record."""
-    from reviewbert.runs import process_started
+    from reviewbert.training.runs import process_started
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     started = process_started(proc.pid)
     proc.kill()
@@ -392,7 +392,7 @@ def test_a_point_whose_reruns_keep_dying_ends_failed(tmp_path, toy):
 
 
 def test_importances_of_trials_that_all_scored_the_same_say_so(tmp_path, toy):
-    from reviewbert import search_figures
+    from reviewbert.training.search import figures as search_figures
     spec = search.SearchSpec(base={"data": [str(toy)], "epochs": 1},
                              grid={"seed": [0, 1, 2], "lr_bert": [1e-5, 2e-5]})
     spec.check()

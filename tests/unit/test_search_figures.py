@@ -6,7 +6,9 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from reviewbert import experiments, search, search_figures, seed_grid
+from reviewbert.training import experiments, search
+from reviewbert.training.search import figures as search_figures
+from reviewbert.training.search import seed_grid
 
 
 def test_the_seed_grid_is_table_1s_axes_sized_to_the_budget(tmp_path):

@@ -11,17 +11,17 @@ import pytest
 import torch
 from hypothesis import strategies as hst
 
-from reviewbert import explain
 from reviewbert.analysis import drivers as D
 from reviewbert.analysis import embeddings as E
 from reviewbert.analysis import map_figures, map_reading, neighbours, predict_split
 from reviewbert.analysis import projection as P
 from reviewbert.analysis import slices as S
 from reviewbert.analysis.predictions import SplitPredictions, build_frame
-from reviewbert.checkpoint import load_checkpoint
-from reviewbert.examples import Review
-from reviewbert.inference import Predictor
-from reviewbert.labels import FIVE
+from reviewbert.data.examples import Review
+from reviewbert.explain import methods as explain
+from reviewbert.model.checkpoint import load_checkpoint
+from reviewbert.model.inference import Predictor
+from reviewbert.model.labels import FIVE
 
 from fuzzing import time_limit, twins
 from hostile_texts import CORPUS

@@ -96,7 +96,7 @@ def test_the_import_graph_is_read_correctly():
     g = _graph()
     assert "reviewbert.cli.train" in g["reviewbert.cli"] or "reviewbert.cli" in g["reviewbert.__main__"]
     assert "reviewbert.training.losses" in g["reviewbert.training.setup"]   # from . import losses
-    assert "reviewbert.checkpoint" in g["reviewbert.data.splits"]           # inside a function
+    assert "reviewbert.model.checkpoint" in g["reviewbert.data.splits"]           # inside a function
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -170,7 +170,7 @@ def test_the_predict_page_imports_its_views_after_the_panel_and_the_load_preimpo
     background load imports exactly the modules the page imports once it has a result."""
     import ast
 
-    from reviewbert.ui.cached_model import VIEW_MODULES
+    from reviewbert.ui.runtime.cached_model import VIEW_MODULES
     tree = ast.parse((ROOT / "pages" / "predict.py").read_text())
     top, late = set(), set()
     seen_panel = False
@@ -192,7 +192,7 @@ def test_the_predict_pages_views_import_neither_scipy_nor_scikit_learn():
     import subprocess
     import sys
 
-    from reviewbert.ui.cached_model import VIEW_MODULES
+    from reviewbert.ui.runtime.cached_model import VIEW_MODULES
     code = ("import sys\n" + "".join(f"import {m}\n" for m in VIEW_MODULES) +
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'sklearn'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -207,7 +207,7 @@ def test_the_explanations_reading_and_agreement_need_neither_scipy_nor_scikit_le
     import subprocess
     import sys
     code = ("import sys\nfrom types import SimpleNamespace as S\n"
-            "from reviewbert import explain\n"
+            "from reviewbert.explain import methods as explain\n"
             "words = explain.stop_words()\n"
             "rho = explain.spearman_matrix([S(scores=[3, 1, 2, 2, 5]), S(scores=[1, 2, 3, 4, 5])])\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'sklearn'}), len(words),"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reviewbert.metrics import merge_to_three, three_label_view
+from reviewbert.model.metrics import merge_to_three, three_label_view
 
 Y5 = [0, 2, 1, 4]  # 1 star, 3 stars, 2 stars, 5 stars
 P5 = np.array([[.50, .20, .10, .10, .10],

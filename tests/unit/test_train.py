@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert.checkpoint import list_checkpoints, load_checkpoint
 from reviewbert.config import TrainConfig
 from reviewbert.errors import CheckpointError
-from reviewbert.runs import read_metrics, read_status, read_steps
+from reviewbert.model.checkpoint import list_checkpoints, load_checkpoint
 from reviewbert.training import train
 from reviewbert.training.hooks import TrainHooks
 from reviewbert.training.optim import layer_depth, lr_factor, param_groups
@@ -24,6 +23,7 @@ from reviewbert.training.resume import (
     restore_optimizer,
     save_training_state,
 )
+from reviewbert.training.runs import read_metrics, read_status, read_steps
 from reviewbert.training.sampler import LengthGroupedSampler
 
 from toyreviews import ROOT, write_toy_csv
@@ -299,7 +299,7 @@ def test_launched_cpu_training_leaves_room_for_the_app():
     code = """if True:
         import os, threading, time, torch
         from types import SimpleNamespace
-        from reviewbert.device import set_training_threads
+        from reviewbert.model.device import set_training_threads
         early = threading.Thread(target=time.sleep, args=(3,), daemon=True)
         early.start()
         set_training_threads(SimpleNamespace(device=torch.device("cpu"), num_processes=1))

@@ -8,9 +8,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from reviewbert import batch_predict, device
-from reviewbert.checkpoint import load_checkpoint
 from reviewbert.config import TrainConfig
+from reviewbert.model import batch_predict, device
+from reviewbert.model.checkpoint import load_checkpoint
 from reviewbert.training import train
 from reviewbert.training.setup import make_accelerator
 

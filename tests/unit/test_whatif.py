@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from reviewbert import explain as E
-from reviewbert import faithfulness as FA
-from reviewbert import whatif as W
-from reviewbert import whatif_figures as WF
+from reviewbert.explain import faithfulness as FA
+from reviewbert.explain import methods as E
+from reviewbert.whatif import counterfactuals as W
+from reviewbert.whatif import figures as WF
 
 from hostile_texts import BY_NAME
 from trigger_model import DOWN, DOWN_CLASS, NEUTRAL, UP, UP_CLASS, make_trigger_model
@@ -25,7 +25,7 @@ NEUTRAL_TEXT = "The phone is fine and the battery lasts a day."
 
 @pytest.fixture(scope="module")
 def trig(tmp_path_factory):
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
     return Predictor.from_checkpoint(make_trigger_model(tmp_path_factory.mktemp("trig") / "m"),
                                      torch.device("cpu"))
 
@@ -33,11 +33,11 @@ def trig(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir, tmp_path_factory):
     """The tiny model from a copy of its folder: ``compare`` caches a slow method's scores
-    beside the checkpoint (reviewbert/explanation_cache.py), and the session's
+    beside the checkpoint (reviewbert/explain/cache.py), and the session's
     ``tiny_model_dir`` must stay as made for the tests that copy it (their caches empty)."""
     import shutil
 
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
     folder = tmp_path_factory.mktemp("whatif-tiny") / "tiny"
     shutil.copytree(tiny_model_dir, folder)
     return Predictor.from_checkpoint(folder, torch.device("cpu"))
@@ -256,7 +256,7 @@ def test_batch_logits_equal_one_pass_each_padded_or_not(tiny):
     for budget in (1, 64, 4096):                         # alone, a few, all padded together
         np.testing.assert_allclose(tiny.batch_logits(rows, tokens_per_batch=budget), one,
                                    rtol=1e-4, atol=1e-5)
-    from reviewbert.inference import Predictor
+    from reviewbert.model.inference import Predictor
     eager = Predictor(tiny.model, tiny.tokenizer, tiny.scheme, fast=False)
     np.testing.assert_allclose(eager.batch_logits(rows), one, rtol=1e-4, atol=1e-5)
     assert tiny.batch_logits([]).shape == (0, 5)
