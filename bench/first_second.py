@@ -142,8 +142,9 @@ def views_of(tree: Path) -> dict:
     """What a click must draw in ``tree``: the open attention view (the highlighted
     review, first of the tabs) since 2026-11-28, all four views one under the other before."""
     from browser_support import ALL_VIEWS, VIEW_NEEDS
-    tabs = tree / "reviewbert" / "ui" / "prediction.py"
-    if tabs.exists() and "ATTENTION_VIEWS" in tabs.read_text():
+    ui = tree / "reviewbert" / "ui"
+    tabs = [ui / "prediction_card.py", ui / "prediction.py"]    # the name before and after 6f9e9aa
+    if any(t.exists() and "ATTENTION_VIEWS" in t.read_text() for t in tabs):
         return VIEW_NEEDS["Highlighted review"]
     return ALL_VIEWS
 

@@ -75,7 +75,7 @@ def test_the_head_view_travels_as_weights_not_as_an_html_page():
     (whose urlparse kept the last 128 of them: ~400 MB, bench/memory.py). It is now the
     app's component: the page loads once, a prediction sends its weights as bytes."""
     from reviewbert.viz import bertviz_view as headview
-    src = (ROOT / "reviewbert" / "ui" / "prediction.py").read_text()
+    src = (ROOT / "reviewbert" / "ui" / "prediction_card.py").read_text()
     assert "st.iframe" not in src and "head_view_html" not in src
     rng = np.random.default_rng(0)
     att = rng.dirichlet(np.full(256, 0.05), size=(6, 12, 256)).astype(np.float32)

@@ -296,7 +296,7 @@ def test_uploads_are_size_limited_before_and_after_decompression(tmp_path):
 
 
 def test_every_upload_widget_stores_through_save_upload():
-    for p in [*(ROOT / "reviewbert" / "ui").glob("*.py"), *(ROOT / "pages").glob("*.py")]:
+    for p in [*(ROOT / "reviewbert" / "ui").rglob("*.py"), *(ROOT / "pages").glob("*.py")]:
         text = p.read_text(encoding="utf-8")
         if "file_uploader" not in text:
             continue
