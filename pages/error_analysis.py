@@ -1,8 +1,7 @@
 """Error analysis: evaluate a checkpoint over a whole split once, then see where it goes wrong."""
 import streamlit as st
 
-from reviewbert.ui import error_analysis, frame, split_map, state
-from reviewbert.ui.runtime import cached_model
+from reviewbert.ui import checkpoints, error_analysis, frame, split_map, state
 
 frame.require()
 
@@ -12,7 +11,7 @@ st.caption("Evaluate the checkpoint over a whole split (batched, once: the predi
            "confusion matrix and its reviews with every attention view, reviews whose rating "
            "is probably wrong (cleanlab), and what BERT attends to for each rating.")
 
-info, predictor = cached_model.require_predictor()
+info, predictor = checkpoints.require_predictor()
 
 choice = error_analysis.pick_data(info, predictor)
 if choice is None:

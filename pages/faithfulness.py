@@ -1,8 +1,7 @@
 """Faithfulness: which explanation can be trusted on this checkpoint (ERASER on its test split)."""
 import streamlit as st
 
-from reviewbert.ui import faithfulness, frame, state
-from reviewbert.ui.runtime import cached_model
+from reviewbert.ui import checkpoints, faithfulness, frame, state
 
 frame.require()
 
@@ -13,6 +12,6 @@ st.caption("The Predict page shows five explanations of a prediction. Here they 
            "them should preserve it (sufficiency) — better than random words do. ERASER, "
            "DeYoung et al. 2020.")
 
-info, predictor = cached_model.require_predictor()
+info, predictor = checkpoints.require_predictor()
 
 faithfulness.faithfulness_section(predictor, info, key_prefix=state.FAITH_PREFIX)

@@ -1,8 +1,7 @@
 """Heads: which attention heads matter, what each one does, and what fine-tuning changed."""
 import streamlit as st
 
-from reviewbert.ui import frame, heads, state
-from reviewbert.ui.runtime import cached_model
+from reviewbert.ui import checkpoints, frame, heads, state
 
 frame.require()
 
@@ -12,7 +11,7 @@ st.caption("The heads themselves, over many reviews: which of them the classifie
            "(the pruning curve), what each one does (Clark et al.'s numbers, Kovaleva et al.'s "
            "patterns) and what fine-tuning changed (divergence from the base model).")
 
-info, predictor = cached_model.require_predictor()
+info, predictor = checkpoints.require_predictor()
 if not heads.supported(predictor):
     st.stop()
 

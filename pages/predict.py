@@ -1,8 +1,7 @@
 """Predict: paste or sample a review, see its predicted stars and what BERT attends to."""
 import streamlit as st
 
-from reviewbert.ui import frame, predict, state
-from reviewbert.ui.runtime import cached_model
+from reviewbert.ui import checkpoints, frame, predict, runtime, state
 
 frame.require()
 
@@ -11,12 +10,12 @@ st.caption("Predict an Amazon review's star rating with a fine-tuned BERT, then 
            "attends to: the review highlighted word by word, [CLS] attention per layer, every "
            "head, and bertviz's head view.")
 
-info = cached_model.require_checkpoint()
-cached_model.stop_if_failed(info)   # the model loads in the background: the panel draws now
-key = f"{info.path}:{cached_model.mtime(info.path)}"
+info = checkpoints.require_checkpoint()
+checkpoints.stop_if_failed(info)   # the model loads in the background: the panel draws now
+key = f"{info.path}:{runtime.mtime(info.path)}"
 # The prediction and its attention views take turns with the other sessions' (first come,
-# first served: predict.turn); the other tabs' longer work does not.
-with predict.turn(info):
+# first served: runtime.turn); the other tabs' longer work does not.
+with runtime.turn(info):
     fresh = predict.input_panel(info, key)
     result = predict.current(key, fresh)
     if result is None:
@@ -25,26 +24,25 @@ with predict.turn(info):
 
     # The views' modules (torch, plotly figures) are imported once there is a
     # prediction to draw, so that the first paint of the panel above waits for none of them.
-    from reviewbert.ui import explanations, nearest_reviews, whatif
-    from reviewbert.ui import prediction_card as prediction  # noqa: E402
+    from reviewbert.ui import explanations, nearest_reviews, prediction_card, whatif  # noqa: E402
 
-    _, predictor = cached_model.require_predictor()
+    _, predictor = checkpoints.require_predictor()
 
     pred, true_stars, source = result
-    if prediction.unreadable(pred):
+    if prediction_card.unreadable(pred):
         st.stop()
-    with cached_model.review_threads(predictor):
+    with runtime.review_threads(predictor):
         st.divider()
-        prediction.prediction_card(pred, true_stars, source)
+        prediction_card.prediction_card(pred, true_stars, source)
         st.divider()
-        controls = prediction.attention_controls(pred)
-        attends, words, nearest, what_if = st.tabs(prediction.VIEWS, key=state.PREDICT_VIEW,
+        controls = prediction_card.attention_controls(pred)
+        attends, words, nearest, what_if = st.tabs(prediction_card.VIEWS, key=state.PREDICT_VIEW,
                                                    on_change="rerun")
         # Only the open tab runs: a run that built all four cost twice the server time.
         if attends.open:
             with attends:
-                prediction.attention_views(pred, controls)
-with cached_model.review_threads(predictor):
+                prediction_card.attention_views(pred, controls)
+with runtime.review_threads(predictor):
     if words.open:
         with words:
             explanations.which_words_mattered(predictor, pred, key_prefix=state.WW_PREFIX,

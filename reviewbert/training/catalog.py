@@ -8,6 +8,7 @@ run trains), a plain checkpoint, and a search's trials only when asked.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,14 @@ from reviewbert.training.runs import (  # a search folder, and a trial run folde
     SEARCH_FILE,
     TRIAL_FILE,
 )
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def checkpoints_root() -> Path:
+    """Where the app looks for checkpoints: ``$REVIEWBERT_CHECKPOINTS``, else the
+    repository's ``checkpoints/``."""
+    return Path(os.environ.get("REVIEWBERT_CHECKPOINTS") or REPO / "checkpoints")
 
 
 @dataclass(frozen=True)

@@ -1,25 +1,28 @@
-"""Sidebar: which checkpoint (its device and load: ``cached_model.load_status``); the training
-guide when there is none."""
+"""The sidebar's checkpoint: the picker, and what a page needs of it (the model, or the
+training guide when there is none, or a broken checkpoint's message).
+
+Its device and load are shown by the runtime (``runtime.load_status``), which also waits
+for the model: a page asks here (:func:`require_predictor`), and stops with the right
+message when there is nothing to predict with."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
+from reviewbert.errors import CheckpointError
 from reviewbert.model.checkpoint import CheckpointInfo, list_checkpoints
 from reviewbert.training import catalog
-from reviewbert.ui import state
-from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.training.catalog import checkpoints_root
+from reviewbert.ui import runtime, state
 from reviewbert.viz.markdown import md_escape
 
-REPO = Path(__file__).resolve().parents[2]
+if TYPE_CHECKING:
+    from reviewbert.model.inference import Predictor
+
 TRAIN_CMD = ("python -m reviewbert train --data ../shared/data/unlocked_mobile_10k.csv "
              "--labels 5 --out checkpoints/my-run")
-
-
-def checkpoints_root() -> Path:
-    return Path(os.environ.get("REVIEWBERT_CHECKPOINTS") or REPO / "checkpoints")
 
 
 def default_index(infos: list[CheckpointInfo]) -> int:
@@ -130,10 +133,41 @@ def training_guide(root: Path) -> None:
     st.info("**No trained checkpoint yet.** ReviewBERT needs a fine-tuned model to "
             "predict ratings and show attention. Train one on the **Train** page (a few "
             "minutes on a CPU with a small cap per class); it then appears in the sidebar.")
-    if buttons.button(st, "Open the training page", key="guide_to_train", type="primary"):
+    if runtime.button(st, "Open the training page", key="guide_to_train", type="primary"):
         st.switch_page(state.TRAIN_PAGE)
     st.markdown("Or run from the repository root:")
     st.code(TRAIN_CMD + " --max-per-class 200 --epochs 1", language="bash")
     st.markdown(f"The app lists every checkpoint under `{root}` "
                 "(set `REVIEWBERT_CHECKPOINTS` to look elsewhere). The newest run's `best/` "
                 "is selected by default.")
+
+
+def require_checkpoint() -> CheckpointInfo:
+    """The sidebar's checkpoint; with none the page shows the training guide and stops."""
+    info = state.current_checkpoint()
+    if info is None:
+        training_guide(checkpoints_root())
+        st.stop()
+    return info
+
+
+def require_predictor() -> tuple[CheckpointInfo, Predictor]:
+    """The sidebar's checkpoint and its cached predictor, for a page that needs a model
+    (waiting for the background load); with none (the training guide) or a broken one (its
+    message) the page stops here."""
+    info = require_checkpoint()
+    try:
+        return info, runtime.wait_for_predictor(info)
+    except CheckpointError as e:
+        load_error(e)
+        st.stop()
+
+
+def stop_if_failed(info: CheckpointInfo) -> None:
+    """For a page that draws before the model is ready instead of waiting for it: a
+    checkpoint whose background load failed gets its message, and the page stops here;
+    while it loads, the page is rerun once the load is done."""
+    job = runtime.rerun_when_loaded(info)
+    if job.failed is not None:
+        load_error(job.failed)
+        st.stop()

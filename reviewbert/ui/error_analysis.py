@@ -27,15 +27,13 @@ from reviewbert.analysis.sources import describe
 from reviewbert.model import attention
 from reviewbert.model.checkpoint import list_checkpoints, load_checkpoint
 from reviewbert.model.device import resolve_precision
-from reviewbert.server import heap
-from reviewbert.ui import checkpoints, explanations, review_picker, slice_filter, state, whatif
+from reviewbert.training.catalog import checkpoints_root
+from reviewbert.ui import explanations, review_picker, runtime, slice_filter, state, whatif
 from reviewbert.ui import prediction_card as prediction
 from reviewbert.ui.png_download import png_download
 from reviewbert.ui.progress_bar import StreamlitProgress
 from reviewbert.ui.progress_bar import seconds_text as _seconds
 from reviewbert.ui.review_picker import Choice, PickerKeys
-from reviewbert.ui.runtime import cached_model
-from reviewbert.ui.runtime import clicks as buttons
 from reviewbert.viz import figures
 from reviewbert.viz.markdown import md_code
 
@@ -64,13 +62,13 @@ def load_eval_model(path: str, stamp: float):
     """The checkpoint with PyTorch's fused (sdpa) attention, for whole-split passes; the
     Predictor's eager model (needed for attention weights) is for the attention pass."""
     model, tok, _ = load_checkpoint(path)
-    heap.freeze_long_lived()
+    runtime.freeze_long_lived()
     return model, tok
 
 
 # ------------------------------------------------------------------ evaluation
 def _evaluate(info, choice: Choice, what: str):
-    model, tok = load_eval_model(str(info.path), cached_model.mtime(info.path))
+    model, tok = load_eval_model(str(info.path), runtime.mtime(info.path))
     precision = resolve_precision("auto", model.device)
     progress = StreamlitProgress(planned_reviews(len(choice.reviews), precision), what)
     try:
@@ -82,7 +80,7 @@ def _evaluate(info, choice: Choice, what: str):
 
 
 def _max_length(info) -> int:
-    return cached_model.load_predictor(str(info.path), cached_model.mtime(info.path)).max_length
+    return runtime.load_predictor(str(info.path), runtime.mtime(info.path)).max_length
 
 
 def evaluation(info, choice: Choice):
@@ -101,7 +99,7 @@ def evaluation(info, choice: Choice):
                 f"checkpoint yet. One batched pass takes about {_seconds(n / EXPECTED_RATE)} on "
                 "a 2-core CPU; the predictions are then saved beside the checkpoint, so the next "
                 "visit (and `python -m reviewbert evaluate`) reads them instead.")
-        if buttons.button(st, f"Evaluate {n:,} reviews", type="primary", key="err_evaluate"):
+        if runtime.button(st, f"Evaluate {n:,} reviews", type="primary", key="err_evaluate"):
             st.session_state[state.ERR_RUN] = choice.key
             st.rerun()
         return None
@@ -283,7 +281,7 @@ def review(preds, predictor, row: int):
         return
     prediction.prediction_card(pred, stars, f"{describe((preds.meta.get('data') or {}).get('source') or {})}"
                                    f", row {row}")
-    if buttons.button(st, "Open this review on the Predict page", key="err_send"):
+    if runtime.button(st, "Open this review on the Predict page", key="err_send"):
         state.send_review(text, stars, "error analysis")
         st.switch_page(state.PREDICT_PAGE)
     st.header("What BERT attends to")
@@ -324,7 +322,7 @@ def label_issues(preds) -> None:
         st.markdown(f"**Given {r['given rating']}, predicted {r['predicted']}** "
                     f"(label quality {r['label quality']:.3f})")
         st.text(r["text"])
-        if buttons.button(st, "Open this review on the Predict page", key="err_issue_send"):
+        if runtime.button(st, "Open this review on the Predict page", key="err_issue_send"):
             state.send_review(r["text"], int(preds.frame["stars"].iloc[int(r["row"])]), "label issue")
             st.switch_page(state.PREDICT_PAGE)
 
@@ -379,7 +377,7 @@ def _word_attention_if_ready(preds, predictor):
             progress.close()
     st.info(f"This needs one more batched pass over the {preds.n:,} reviews, with attention "
             "weights (about twice as long as the evaluation); it is cached with the predictions.")
-    if buttons.button(st, "Compute per-rating attention", type="primary", key="err_att_button"):
+    if runtime.button(st, "Compute per-rating attention", type="primary", key="err_att_button"):
         st.session_state[state.ERR_ATT_RUN] = _key(preds)
         st.rerun()
     return None
@@ -392,14 +390,14 @@ def brittleness(info, predictor, choice: Choice) -> None:
     # "test split", as the CLI and the Faithfulness page name it: the same cache entries
     source = "test split" if choice.source.get("kind") == "test split" else describe(choice.source)
     whatif.brittleness_tab(predictor, info, choice.reviews, source,
-                           weights_hash(str(info.path), cached_model.mtime(info.path)),
+                           weights_hash(str(info.path), runtime.mtime(info.path)),
                            key_prefix=state.ERR_BRITTLE_PREFIX)
 
 
 # ------------------------------------------------------------------ compare
 def compare_section(preds, info, choice: Choice) -> None:
     st.subheader("Compare with another checkpoint on the same reviews")
-    others = [i for i in list_checkpoints(checkpoints.checkpoints_root())
+    others = [i for i in list_checkpoints(checkpoints_root())
               if i.path != info.path and i.scheme == info.scheme]
     if not others:
         st.info("No other checkpoint with the same labels to compare with.")
@@ -414,7 +412,7 @@ def compare_section(preds, info, choice: Choice) -> None:
         if st.session_state.get(state.ERR_COMPARE_RUN) == run_key:
             preds_b = _evaluate(other, choice, f"Evaluating {other.name}")
         else:
-            if buttons.button(st, f"Evaluate {other.name} on these {preds.n:,} reviews",
+            if runtime.button(st, f"Evaluate {other.name} on these {preds.n:,} reviews",
                                   key="err_compare_button"):
                 st.session_state[state.ERR_COMPARE_RUN] = run_key
                 st.rerun()
@@ -486,7 +484,7 @@ def exports(preds, info, predictor):
     if built and built[0] == _key(preds):
         st.download_button("Download the report", built[1], "error_analysis.html", "text/html",
                            key="err_dl_report", on_click="ignore")
-    elif buttons.button(st, "Build the HTML report", key="err_build_report"):
+    elif runtime.button(st, "Build the HTML report", key="err_build_report"):
         with st.spinner("Building the report…"):
             st.session_state[state.ERR_REPORT] = (_key(preds), build_report(
                 report_inputs(preds, info, predictor)))

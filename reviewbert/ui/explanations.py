@@ -18,9 +18,9 @@ import streamlit as st
 from reviewbert.explain import cache as explanation_cache
 from reviewbert.explain import figures as explain_figures
 from reviewbert.explain import methods as explain
+from reviewbert.ui import runtime
 from reviewbert.ui.prediction_card import show_highlight, token_chart
 from reviewbert.ui.progress_bar import StreamlitProgress
-from reviewbert.ui.runtime import clicks as buttons
 from reviewbert.viz.highlight import highlight_html
 
 ROW_CLASS = "rb-explain"   # the highlighted rows (not "rb-highlight": that is the page's view)
@@ -149,7 +149,7 @@ def _slow_methods(predictor, pred, slot, methods, what: str, run, *, button: str
     got = explanation_cache.load(ckpt, cache_key, pred)
     if got is not None:
         return explanation_cache.Outcome(got, True)
-    if not buttons.button(slot, button, key=key, help=help):
+    if not runtime.button(slot, button, key=key, help=help):
         return None
     bar = StreamlitProgress(explain.cost(methods, pred), what, unit="wordpieces", guess=guess,
                             where=slot)

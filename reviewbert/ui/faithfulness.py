@@ -13,10 +13,9 @@ from reviewbert.data.examples import builtin_examples
 from reviewbert.explain import faithfulness
 from reviewbert.explain import figures as explain_figures
 from reviewbert.explain import methods as explain
+from reviewbert.ui import runtime
 from reviewbert.ui.explanations import IG_STEPS_HELP
 from reviewbert.ui.progress_bar import StreamlitProgress, about
-from reviewbert.ui.runtime import clicks as buttons
-from reviewbert.ui.runtime.cached_model import load_test_reviews, mtime
 
 
 @st.cache_data(max_entries=8, show_spinner="Hashing the checkpoint's weights…")
@@ -27,7 +26,7 @@ def weights_hash(path: str, stamp: float) -> str:
 def _texts(info) -> tuple[list[str], str, str]:
     """(texts, source name, a note for the page) of the checkpoint's test split, or
     of the built-in examples when it cannot be rebuilt here."""
-    reviews, why = load_test_reviews(str(info.path), mtime(info.path))
+    reviews, why = runtime.load_test_reviews(str(info.path), runtime.mtime(info.path))
     if reviews is not None:
         return [r.text for r in reviews], "test split", ""
     texts = [r.text for r in builtin_examples()]
@@ -40,7 +39,7 @@ def faithfulness_section(predictor, info, key_prefix: str = "faith"):
     texts, source, note = _texts(info)
     if note:
         st.info(note)
-    weights = weights_hash(str(info.path), mtime(info.path))
+    weights = weights_hash(str(info.path), runtime.mtime(info.path))
     c1, c2 = st.columns(2)
     n = int(c1.number_input("Reviews to score", min_value=1, max_value=len(texts),
                             value=min(100, len(texts)), step=50, key=f"{key_prefix}_n",
@@ -66,7 +65,7 @@ def faithfulness_section(predictor, info, key_prefix: str = "faith"):
                         "explains every review, then each ranking is tested by deleting and "
                         f"keeping words ({', '.join(map(str, faithfulness.KS))} %), against "
                         f"{faithfulness.RANDOM_DRAWS} random rankings.")
-            clicked = buttons.button(st, f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run")
+            clicked = runtime.button(st, f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run")
         if clicked:
             intro.empty()
             bar = StreamlitProgress(len(sample), "Explaining and erasing", guess=pace)

@@ -20,11 +20,11 @@ from reviewbert.heads import figures as heads_figures
 from reviewbert.heads import importance as heads
 from reviewbert.heads.roles import ROLES, STAT_LABELS
 from reviewbert.model.device import cpu_threads, threads_beside_training
+from reviewbert.training.catalog import checkpoints_root
 from reviewbert.training.runs import device_busy
-from reviewbert.ui import checkpoints, review_picker, state
+from reviewbert.ui import review_picker, runtime, state
 from reviewbert.ui.progress_bar import StreamlitProgress, seconds_text
 from reviewbert.ui.review_picker import Choice, PickerKeys
-from reviewbert.ui.runtime import clicks as buttons
 
 TABS = ("Importance", "Pruning", "Roles", "Fine-tuning")
 KEYS = PickerKeys(state.HEADS_SOURCE, state.HEADS_FILE, state.HEADS_UPLOAD, state.HEADS_UPLOADED,
@@ -81,7 +81,7 @@ def analysis(info, predictor, choice: Choice, reviews: list):
                 f"{seconds_text(passes / EXPECTED_RATE)} on a 2-core CPU; the result is then "
                 "saved beside the checkpoint, so the next visit (and `python -m reviewbert "
                 "heads`) reads it instead.")
-        if buttons.button(st, f"Analyse the heads on {n:,} reviews", type="primary", key="heads_analyse"):
+        if runtime.button(st, f"Analyse the heads on {n:,} reviews", type="primary", key="heads_analyse"):
             st.session_state[state.HEADS_RUN] = key
             st.rerun()
         return None
@@ -96,7 +96,7 @@ def _compute(info, predictor, choice: Choice, reviews: list, kw: dict):
     progress = StreamlitProgress(head_analysis.planned(len(reviews), predictor.model,
                                                        kw["settings"]),
                                  "Analysing the heads", unit="review passes")
-    busy = predictor.device.type == "cpu" and device_busy(checkpoints.checkpoints_root())
+    busy = predictor.device.type == "cpu" and device_busy(checkpoints_root())
     try:
         with cpu_threads(threads_beside_training(busy)):
             return head_analysis.analyze(predictor.model, predictor.tokenizer, info.path, reviews,

@@ -24,10 +24,8 @@ from reviewbert.anatomy import trace as anatomy
 from reviewbert.errors import CheckpointError
 from reviewbert.model.checkpoint import CheckpointInfo
 from reviewbert.model.inference import Prediction, Predictor
-from reviewbert.server import heap
-from reviewbert.ui import checkpoints, state
+from reviewbert.ui import checkpoints, runtime, state
 from reviewbert.ui import prediction_card as prediction
-from reviewbert.ui.runtime import cached_model
 from reviewbert.viz.figures import probs_bar
 from reviewbert.viz.markdown import md_escape
 
@@ -87,7 +85,7 @@ def _clamp(key: str, options: list, default=None) -> None:
 # -------------------------------------------------------------------- caches
 @st.cache_data(max_entries=8, show_spinner="Taking the sentence apart…")
 def _lesson_data(path: str, stamp: float, text: str) -> tuple[anatomy.Trace, Prediction, float]:
-    predictor = cached_model.load_predictor(path, stamp)
+    predictor = runtime.load_predictor(path, stamp)
     tr = anatomy.trace(predictor.model, predictor.tokenizer, text, predictor.max_length)
     return tr, predictor.predict(text), anatomy.embeddings_max_diff(predictor.model, tr)
 
@@ -95,18 +93,18 @@ def _lesson_data(path: str, stamp: float, text: str) -> tuple[anatomy.Trace, Pre
 @st.cache_data(max_entries=16, show_spinner=False)
 def _layer_detail(path: str, stamp: float, text: str, layer: int) -> anatomy.LayerDetail:
     tr, _, _ = _lesson_data(path, stamp, text)
-    return anatomy.layer_detail(cached_model.load_predictor(path, stamp).model, tr, layer)
+    return anatomy.layer_detail(runtime.load_predictor(path, stamp).model, tr, layer)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def _positions(path: str, stamp: float) -> np.ndarray:
-    return anatomy.position_similarity(cached_model.load_predictor(path, stamp).model)
+    return anatomy.position_similarity(runtime.load_predictor(path, stamp).model)
 
 
 @st.cache_data(max_entries=16, show_spinner="Comparing the word across sentences…")
 def _in_context(path: str, stamp: float, sentences: tuple[str, ...], word: str):
     """A WordInContext, or the plain message of why not (a str)."""
-    p = cached_model.load_predictor(path, stamp)
+    p = runtime.load_predictor(path, stamp)
     try:
         return anatomy.word_in_context(p.model, p.tokenizer, list(sentences), word, p.max_length)
     except ValueError as e:
@@ -121,14 +119,14 @@ def _mlm_status(base: str) -> anatomy.MlmStatus:
 @st.cache_resource(max_entries=1, show_spinner="Loading the base model's masked-LM head…")
 def _mlm_model(path: str):
     model = anatomy.load_mlm(path)
-    heap.freeze_long_lived()
+    runtime.freeze_long_lived()
     return model
 
 
 def load_predictor(info: CheckpointInfo) -> Predictor | None:
     """The sidebar checkpoint's cached predictor, or None after saying why it cannot be shown."""
     try:
-        predictor = cached_model.load_predictor(str(info.path), cached_model.mtime(info.path))
+        predictor = runtime.load_predictor(str(info.path), runtime.mtime(info.path))
     except CheckpointError as e:
         checkpoints.load_error(e)
         return None
@@ -142,7 +140,7 @@ def load_predictor(info: CheckpointInfo) -> Predictor | None:
 def lesson(predictor: Predictor, info: CheckpointInfo, text: str,
            classroom: bool) -> Lesson | None:
     """The traced sentence, or None after saying why there is nothing to trace."""
-    path, stamp = str(info.path), cached_model.mtime(info.path)
+    path, stamp = str(info.path), runtime.mtime(info.path)
     tr, pred, emb_diff = _lesson_data(path, stamp, text)
     if prediction.unreadable(pred):
         return None

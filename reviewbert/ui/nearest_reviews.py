@@ -16,8 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from reviewbert.analysis import cache, embeddings, lookup, neighbours
-from reviewbert.ui import state
-from reviewbert.ui.runtime import cached_model
+from reviewbert.ui import runtime, state
 from reviewbert.viz.markdown import md_escape
 
 PREVIEW = 140           # characters of a neighbour's text in the table
@@ -69,7 +68,7 @@ def _split_vectors(info, predictor, key: str):
     at = (key, cache.stamp(info.path))
     if at in found:
         return found[at]
-    reviews, _ = cached_model.load_test_reviews(str(info.path), cached_model.mtime(info.path))
+    reviews, _ = runtime.load_test_reviews(str(info.path), runtime.mtime(info.path))
     preds = lookup(info.path, reviews, predictor.scheme, predictor.max_length) if reviews else None
     vecs = embeddings.vectors_for(preds, predictor.model, predictor.tokenizer,
                                   compute=False) if preds is not None else None
@@ -87,7 +86,7 @@ def _nearest_for(info, predictor, pred):
     [CLS] state (the split's default vector), so no second forward pass: that pass cost more
     than the prediction itself (py-spy on the server: 234 samples against 178). Kept in
     session state: the Predict page reruns on every slider move."""
-    key = f"{info.path}:{cached_model.mtime(info.path)}"
+    key = f"{info.path}:{runtime.mtime(info.path)}"
     text = pred.text
     kept = st.session_state.get(state.PREDICT_NEIGHBOURS)
     if kept and kept[0] == key and kept[1] == text:

@@ -14,8 +14,7 @@ import hashlib
 
 import streamlit as st
 
-from reviewbert.ui import progress_bar
-from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.ui import progress_bar, runtime
 from reviewbert.viz import figures
 
 RENDER_GUESS_S = 3.5
@@ -42,7 +41,7 @@ def png_download(where, fig, *, state_key: str, figure_key: str, file_name: str,
                               on_click="ignore")
         return
     slot = where.empty()            # the bar takes the button's place
-    if not buttons.button(slot, render_label, key=f"{key_prefix}make_png", help=RENDER_HELP):
+    if not runtime.button(slot, render_label, key=f"{key_prefix}make_png", help=RENDER_HELP):
         return
     try:
         data = progress_bar.in_background(f"png:{figure_id(fig)}", lambda: figures.png_bytes(fig),
@@ -51,4 +50,4 @@ def png_download(where, fig, *, state_key: str, figure_key: str, file_name: str,
         where.warning(f"PNG export is not available here ({type(e).__name__}: {e}).{note}")
         return
     st.session_state[state_key] = (figure_key, data)
-    st.rerun(scope="fragment" if buttons.fragment_run() else "app")
+    st.rerun(scope="fragment" if runtime.fragment_run() else "app")

@@ -1,11 +1,11 @@
 """The Predict page's input panel (paste or sample a review) and its prediction in session
-state (the model itself: ``cached_model``).
+state (the model itself: ``runtime.loading`` and ``checkpoints.require_predictor``).
 
 A session keeps only which checkpoint and text it predicted (``state.RESULT``); the
 Prediction itself is shared by every session (:func:`shared_prediction`), so moving a
 layer or head slider redraws from it without another forward pass.
 
-The panel draws while the checkpoint is still loading (``cached_model.loading``): only
+The panel draws while the checkpoint is still loading (``runtime.loading``): only
 *Sample a review* and *Predict* wait for the model, under a spinner. So this module
 imports nothing that imports torch.
 """
@@ -20,14 +20,16 @@ import streamlit as st
 from reviewbert.data.examples import BUILTIN_SOURCE, Review, builtin_examples, filter_stars, sample
 from reviewbert.errors import CheckpointError
 from reviewbert.model.checkpoint import CheckpointInfo
-from reviewbert.server import admission
-from reviewbert.ui import state
-from reviewbert.ui.runtime import cached_model
+from reviewbert.ui import checkpoints, runtime, state
 
 if TYPE_CHECKING:
     from reviewbert.model.inference import Prediction, Predictor
 
 MISCLASSIFIED_TRIES = 25
+PREDICT = runtime.Request("predict")
+"""Predict the text box's review: asked by *Predict* (or Ctrl+Enter), *Sample a review* and
+another page's "open on the Predict page"; done once the prediction is stored, so a run
+stopped halfway (by a click made meanwhile) leaves it for the run that click starts."""
 
 
 def _cached_mistakes(reviews, predictor: Predictor, path: str | None):
@@ -48,7 +50,7 @@ def _cached_mistakes(reviews, predictor: Predictor, path: str | None):
 def _sample_source(info: CheckpointInfo):
     """(reviews, the panel's line about them): the test split; the built-in examples when
     it cannot be had."""
-    reviews, why = cached_model.load_test_reviews(str(info.path), cached_model.mtime(info.path))
+    reviews, why = runtime.load_test_reviews(str(info.path), runtime.mtime(info.path))
     if reviews is None:
         reviews = builtin_examples()
         return reviews, (f"**{BUILTIN_SOURCE}** ({len(reviews)} reviews written for ReviewBERT): "
@@ -59,7 +61,7 @@ def _sample_source(info: CheckpointInfo):
 def _sample_clicked(info: CheckpointInfo) -> None:
     """*Sample a review*: waits for the model and the split if they are still loading."""
     try:
-        predictor = cached_model.load_predictor(str(info.path), cached_model.mtime(info.path))
+        predictor = runtime.load_predictor(str(info.path), runtime.mtime(info.path))
     except CheckpointError:
         return                  # the page shows the checkpoint's message (stop_if_failed)
     reviews, _ = _sample_source(info)
@@ -93,14 +95,7 @@ def _do_sample(reviews, predictor: Predictor, path: str | None = None):
         return
     st.session_state[state.REVIEW_TEXT] = review.text
     st.session_state[state.TRUTH] = {"text": review.text, "stars": review.stars, "source": review.source}
-    st.session_state[state.RUN_PREDICT] = True
-
-
-def turn(info: CheckpointInfo):
-    """The block a Predict run does in its turn among the sessions' (first come, first
-    served: reviewbert/server/admission.py); no turn while the model loads, which it would only
-    hold while waiting."""
-    return admission.turn(enabled=cached_model.loading(info).ready)
+    PREDICT.ask()
 
 
 def _predict_clicked() -> None:
@@ -108,17 +103,17 @@ def _predict_clicked() -> None:
     the button in the page's body. A click made elsewhere while the run that carries the
     click is still drawing the elements above the form (a view's tab, right after
     *Predict*) makes Streamlit stop that run there and start one without the click: read
-    from the button, the click was lost and the page drew the previous review (4 of 4
-    tab clicks 0.1-0.2 s after *Predict* on a server slowed by 0.4 s a run, as a class's
-    load slows it). A callback runs before the page's body, and its session key outlives
-    a stopped run."""
-    st.session_state[state.RUN_PREDICT] = True
+    from the button, the click was lost and the page drew the previous review, as often
+    as not on a server slowed by a class's load
+    (``tests/browser/test_browser.py::test_a_tab_clicked_while_predict_runs_draws_the_new_review``).
+    A callback runs before the page's body, and the request outlives a stopped run."""
+    PREDICT.ask()
 
 
 def input_panel(info: CheckpointInfo, ckpt_key: str) -> Prediction | None:
     """Sample or paste, then Predict; drawn at once, even while the model loads. Returns
     the prediction this run made (None if it made none), for :func:`current`."""
-    if cached_model.loading(info).split_ready():
+    if runtime.loading(info).split_ready():
         source = _sample_source(info)[1]
     else:
         source = "the checkpoint's own **test split** (being rebuilt while the model loads)"
@@ -139,7 +134,8 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> Prediction | None:
         if note:
             st.info(note)
 
-    state.apply_pending_review()
+    if state.apply_pending_review():
+        PREDICT.ask()
     # A form: typing a review and leaving the box sends nothing; Predict (or Ctrl+Enter)
     # sends the text and the click in one run. Outside one, leaving the box reran the page
     # and sent the previous prediction's views again before Predict was even clicked: 80 ms
@@ -152,22 +148,22 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> Prediction | None:
                                  "support never answered.”")
         st.form_submit_button("Predict", type="primary", key="predict_btn",
                               on_click=_predict_clicked)
-    if st.session_state.get(state.RUN_PREDICT):
+    if PREDICT.asked():
         text = st.session_state.get(state.REVIEW_TEXT) or ""
         if not text.strip():
-            st.session_state.pop(state.RUN_PREDICT, None)
+            PREDICT.done()
             st.session_state.pop(state.RESULT, None)
             st.info("Type or paste a review first (the text box is empty or holds only "
                     "spaces), or press **Sample a review**.")
             return
         try:
-            pred = run(cached_model.require_predictor()[1], text, ckpt_key)
+            pred = run(checkpoints.require_predictor()[1], text, ckpt_key)
         except Exception:
-            st.session_state.pop(state.RUN_PREDICT, None)    # said once, not on every run
+            PREDICT.done()          # said once, not on every run
             raise
         # Only now: a run stopped before this line (by a click made meanwhile) leaves the
         # request for the run that click starts.
-        st.session_state.pop(state.RUN_PREDICT, None)
+        PREDICT.done()
         return pred
     return None
 
@@ -175,14 +171,14 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> Prediction | None:
 def prefetch(info: CheckpointInfo) -> None:
     """While nothing is predicted yet and the model is ready, what the first click on
     Predict would wait for: the code of Streamlit's Plotly charts and sliders
-    (``cached_model.prefetch_code``; the sidebar drew them while the model loaded, if it
+    (``runtime.prefetch_code``; the sidebar drew them while the model loaded, if it
     did load in this session) and the bertviz component declared (Streamlit finds the
     declaring module with ``inspect.getmodule`` over every loaded module: 0.1 s, and only
     a script run can)."""
-    if not cached_model.loading(info).ready:
+    if not runtime.loading(info).ready:
         return
     from reviewbert.ui.prediction_card import component
-    cached_model.prefetch_code("prefetch")
+    runtime.prefetch_code("prefetch")
     component()
 
 
@@ -210,13 +206,13 @@ def shared_prediction(ckpt_key: str, text: str, _predictor: Predictor) -> Predic
 
 
 def _predict(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
-    with st.spinner("Predicting…"), cached_model.review_threads(predictor):
+    with st.spinner("Predicting…"), runtime.review_threads(predictor):
         return shared_prediction(ckpt_key, text, predictor)
 
 
 def run(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
     """Predict ``text`` as the session's result. A run stopped by a click made during the
-    forward pass leaves ``state.RUN_PREDICT`` set (:func:`input_panel` clears it only
+    forward pass leaves :data:`PREDICT` asked (:func:`input_panel` marks it done only
     after this returns), so the run that click starts predicts again, from the shared
     cache, rather than drawing the previous review."""
     pred = _predict(predictor, text, ckpt_key)
@@ -235,7 +231,7 @@ def current(ckpt_key: str, fresh: Prediction | None = None):
     if res["key"] != ckpt_key:  # another checkpoint was picked: same text, new model
         res = st.session_state[state.RESULT] = {"key": ckpt_key, "input": res["input"]}
     # ``fresh`` is, by construction, the prediction of this very result (run() stored it)
-    pred = fresh if fresh is not None else _predict(cached_model.require_predictor()[1],
+    pred = fresh if fresh is not None else _predict(checkpoints.require_predictor()[1],
                                                     res["input"], ckpt_key)
     truth = st.session_state.get(state.TRUTH) or {}
     if truth.get("text") == res["input"]:

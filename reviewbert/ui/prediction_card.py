@@ -9,9 +9,8 @@ import streamlit as st
 
 from reviewbert.model import attention
 from reviewbert.model.inference import Prediction
-from reviewbert.ui import state
+from reviewbert.ui import runtime, state
 from reviewbert.ui.png_download import png_download
-from reviewbert.ui.runtime import cached_model
 from reviewbert.viz import bertviz_view as headview
 from reviewbert.viz import figures, highlight
 from reviewbert.viz.bertviz_view import MAX_TOKENS as HV_MAX
@@ -187,7 +186,7 @@ def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
             slot.caption(f"Showing the whole review: [CLS], its {n - 2} tokens and [SEP].")
             if not st.session_state.get(state.SLIDER_CODE):
                 with slot:
-                    cached_model.prefetch_code(f"{key}_code", plotly=False)
+                    runtime.prefetch_code(f"{key}_code", plotly=False)
         else:
             last = last_window_start(n)
             if st.session_state.get(key, 1) > last:     # a shorter review than the last one

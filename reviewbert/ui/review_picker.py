@@ -19,7 +19,7 @@ from reviewbert.data import DataError
 from reviewbert.data import files as datafiles
 from reviewbert.data.examples import Review
 from reviewbert.model.labels import get_scheme
-from reviewbert.ui.runtime import cached_model
+from reviewbert.ui import runtime
 
 SOURCES = ("test split", "data file", "upload")
 
@@ -72,14 +72,14 @@ def _save_upload(keys: PickerKeys):
 
 def pick_data(info, predictor, keys: PickerKeys, label: str = "Reviews to evaluate") -> Choice | None:
     """Which reviews: the checkpoint's own test split, a data file, or an upload."""
-    test, why = cached_model.load_test_reviews(str(info.path), cached_model.mtime(info.path))
+    test, why = runtime.load_test_reviews(str(info.path), runtime.mtime(info.path))
     options = list(SOURCES) if test is not None else list(SOURCES[1:])
     labels = {"test split": "this checkpoint's test split", "data file": "a data file",
               "upload": "an uploaded file"}
     kind = st.radio(label, options, key=keys.source, horizontal=True, format_func=labels.get)
     if test is None:
         st.caption(f"This checkpoint's test split is not available: {why}")
-    stamp = cached_model.mtime(info.path)
+    stamp = runtime.mtime(info.path)
     base = f"{info.path}:{stamp}:{predictor.max_length}"
     if kind == "test split":
         return Choice(test, describe_test_split(info.meta), f"{base}:test")

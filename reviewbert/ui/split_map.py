@@ -22,11 +22,9 @@ from reviewbert.analysis import slices as slices_mod
 from reviewbert.analysis.html_report import METRIC_NAMES, fmt_metric
 from reviewbert.analysis.intervals import metric_intervals
 from reviewbert.model.device import cpu_threads, threads_for_one_review
-from reviewbert.ui import error_analysis, nearest_reviews, state
+from reviewbert.ui import error_analysis, nearest_reviews, runtime, state
 from reviewbert.ui.nearest_reviews import PREVIEW
 from reviewbert.ui.progress_bar import StreamlitProgress, in_background, wait_timed
-from reviewbert.ui.runtime import cached_model
-from reviewbert.ui.runtime import clicks as buttons
 from reviewbert.viz.markdown import md_escape
 
 TABS = ("Map", "Drivers", "Slices")
@@ -61,7 +59,7 @@ def vectors(preds, info, predictor, spec=None, *, ask: bool = True):
         return vecs, spec
     run_key = f"{error_analysis._key(preds)}:{spec}"
     if st.session_state.get(state.MAP_RUN) == run_key:
-        model, tok = error_analysis.load_eval_model(str(info.path), cached_model.mtime(info.path))
+        model, tok = error_analysis.load_eval_model(str(info.path), runtime.mtime(info.path))
         progress = StreamlitProgress(preds.n, "Sentence vectors")
         try:
             return embeddings.vectors_for(preds, model, tok, spec, progress=progress), spec
@@ -70,7 +68,7 @@ def vectors(preds, info, predictor, spec=None, *, ask: bool = True):
     st.info(f"These predictions have no {spec.label(embeddings.n_layers_of(model))} stored yet "
             "(they were cached before the map existed, or another vector is chosen). One "
             f"batched pass over the {preds.n:,} reviews computes them; they are then kept.")
-    if buttons.button(st, "Compute the sentence vectors", type="primary", key="map_vectors_button"):
+    if runtime.button(st, "Compute the sentence vectors", type="primary", key="map_vectors_button"):
         st.session_state[state.MAP_RUN] = run_key
         st.rerun()
     return None, spec
@@ -124,7 +122,7 @@ def _projection(preds, vecs, name: str, method: str, dims: int):
     if st.session_state.get(state.MAP_RUN) != run:       # asked for in this session: go on
         st.info(f"UMAP of {preds.n:,} reviews takes about {guess:.0f} s on a 2-core CPU (plus "
                 "~20 s the first time umap-learn compiles in a fresh install); it is cached.")
-        if not buttons.button(st, f"Compute UMAP {dims}-D", type="primary", key="map_umap_button"):
+        if not runtime.button(st, f"Compute UMAP {dims}-D", type="primary", key="map_umap_button"):
             return None
         st.session_state[state.MAP_RUN] = run
     # in a worker: a click elsewhere stops this run, not the UMAP, and the next run waits
@@ -270,7 +268,7 @@ def _save_selection(preds, rows) -> None:
         c1, c2 = st.columns([3, 1])
         name = c1.text_input("Save this selection as a slice", key=state.MAP_SLICE_NAME,
                              placeholder="e.g. short 3-star cluster", max_chars=200)
-        if buttons.form_submit(c2, "Save slice", key="map_save_btn"):
+        if runtime.form_submit(c2, "Save slice", key="map_save_btn"):
             _save(preds, name, slices_mod.SliceSpec(rows=tuple(int(r) for r in rows)),
                   state.MAP_FLASH)
             st.rerun()
@@ -370,7 +368,7 @@ def _drivers_if_ready(preds, predictor):
         c2.info(f"{have:,} of these {sample:,} reviews are explained. The rest take about "
                 f"{error_analysis._seconds(left)} on this CPU (Integrated Gradients, batched; "
                 "saved as it goes, so stopping loses little).")
-        if buttons.button(c2, f"Explain {sample - have:,} reviews", type="primary", key="drv_button"):
+        if runtime.button(c2, f"Explain {sample - have:,} reviews", type="primary", key="drv_button"):
             st.session_state[state.DRV_RUN] = run_key
             st.rerun()
         if cached is None:
@@ -463,7 +461,7 @@ def slice_view(preds, spec, flagged, *, save: bool = True) -> None:
             c1, c2 = st.columns([3, 1])
             name = c1.text_input("Name", key=state.SLC_NAME, max_chars=200,
                                  placeholder="e.g. long earphone reviews")
-            if buttons.form_submit(c2, "Save slice", key="slc_save_btn"):
+            if runtime.form_submit(c2, "Save slice", key="slc_save_btn"):
                 _save(preds, name, spec, "slc_flash")
                 st.rerun()
     if n:
@@ -504,6 +502,6 @@ def _saved_view(preds, flagged) -> None:
         slice_view(preds, saved[name], flagged, save=False)
     except slices_mod.SliceError as e:
         st.warning(md_escape(str(e)))
-    if buttons.button(st, "Delete this slice", key="slc_delete"):
+    if runtime.button(st, "Delete this slice", key="slc_delete"):
         slices_mod.delete_slice(preds.folder, name)
         st.rerun()

@@ -28,13 +28,12 @@ CHECKPOINT = "checkpoint"                  # selectbox: str path of the chosen c
 CHECKPOINT_INFO = "checkpoint_info"        # CheckpointInfo of it (None: there is none)
 SHOW_TRIALS = "show_trials"                # checkbox: list every search trial too
 PENDING_CHECKPOINT = "pending_checkpoint"  # str path, applied by the frame before drawing
-CLICKS = "clicks"                          # {key: (time, by a fragment?)}: unread clicks (ui/buttons.py)
-LATEST_RUN = "latest_full_run"             # int: the newest full run's number (ui/frame.py)
+CLICKS = "clicks"                          # {key: Click}: unread clicks, open requests (ui/runtime/clicks.py)
+LATEST_RUN = "latest_full_run"             # int: the newest full run's number (ui/runtime/runs.py)
 
 # --- the Predict page ----------------------------------------------------------------
 REVIEW_TEXT = "review_text"                # text_area
 TRUTH = "truth"                            # {"text", "stars", "source"} of a sampled review
-RUN_PREDICT = "run_predict"                # bool: predict (clicked, sampled or sent); cleared once done
 RERUN_WHEN_LOADED = "rerun_when_loaded"    # bool: the page drew before the model loaded
 RESULT = "result"                          # {"key", "input"}; the Prediction: predict.shared_prediction
 SAMPLE_STARS = "sample_stars"              # selectbox: true rating filter
@@ -43,9 +42,9 @@ SAMPLE_NOTE = "sample_note"                # str: why no review could be sampled
 PENDING_REVIEW = "pending_review"          # {"text", "stars", "source"} sent by another page
 PNG = "png"                                # (figure key, PNG bytes) of the rendered heatmap
 PREDICT_VIEW = "predict_view"              # tabs: the open view under the prediction card
-ATTENTION_VIEW = "attention_view"          # tabs: the open attention view (prediction.ATTENTION_VIEWS);
-                                           # + "_kept": the last one opened (prediction.attention_views)
-SLIDER_CODE = "slider_code"                # bool: cached_model.prefetch_code drew its slider
+ATTENTION_VIEW = "attention_view"          # tabs: the open attention view (prediction_card.ATTENTION_VIEWS);
+                                           # + "_kept": the last one opened (prediction_card.attention_views)
+SLIDER_CODE = "slider_code"                # bool: runtime.prefetch_code drew its slider
 
 # --- the Train page -------------------------------------------------------------------
 CONFIG_FIELD = "cfg_"                      # prefix: one widget per TrainConfig field
@@ -239,11 +238,12 @@ def apply_pending(pending_key: str, widget_key: str) -> None:
         st.session_state[widget_key] = st.session_state.pop(pending_key)
 
 
-def apply_pending_review() -> None:
-    """The Predict page's half of :func:`send_review` (before its text box is drawn)."""
+def apply_pending_review() -> bool:
+    """The Predict page's half of :func:`send_review` (before its text box is drawn): True
+    when a review was sent, which the page then predicts."""
     review = st.session_state.pop(PENDING_REVIEW, None)
     if not review:
-        return
+        return False
     st.session_state[REVIEW_TEXT] = review["text"]
     st.session_state[TRUTH] = dict(review)
-    st.session_state[RUN_PREDICT] = True
+    return True

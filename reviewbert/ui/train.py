@@ -18,8 +18,7 @@ from reviewbert.data.data_report import format_class_use
 from reviewbert.errors import ConfigError
 from reviewbert.training import experiments, jobs, runs
 from reviewbert.training.distill import candidate_teachers
-from reviewbert.ui import config_form, state
-from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.ui import config_form, runtime, state
 from reviewbert.viz import figures
 
 ACTIVE = ("queued", "running")
@@ -164,7 +163,7 @@ def launch_section(root: Path) -> None:
         st.session_state[state.TRAIN_RUN_NAME] = jobs.suggest_name(root)
     name = c1.text_input("Run name (its folder under the checkpoints folder)", key=state.TRAIN_RUN_NAME)
     blocked = bool(errors) or not ok
-    if buttons.button(c2, "Launch", type="primary", key="launch_btn", disabled=blocked,
+    if runtime.button(c2, "Launch", type="primary", key="launch_btn", disabled=blocked,
                           help="Starts a background training process; it waits as queued while "
                                "another run uses the device."):
         try:
@@ -220,26 +219,26 @@ def charts(curves, key: str) -> None:
 def _controls(run_dir: Path, status: dict) -> None:
     run_state = status.get("state")
     c1, c2, c3, c4 = st.columns(4)
-    if run_state == "running" and buttons.button(c1, "Stop", key="stop_btn",
+    if run_state == "running" and runtime.button(c1, "Stop", key="stop_btn",
                                                  help="Finishes the current step, saves last/, exits"):
         runs.stop_run(run_dir)
         st.toast("Stopping after the current step…")
-    if run_state == "queued" and buttons.button(c1, "Cancel", key="cancel_btn"):
+    if run_state == "queued" and runtime.button(c1, "Cancel", key="cancel_btn"):
         runs.cancel_run(run_dir)
     if run_state in ("stopped", "killed", "failed") and (run_dir / "last").is_dir() and \
-            buttons.button(c2, "Resume", key="resume_btn", help="Continues from last/, history kept"):
+            runtime.button(c2, "Resume", key="resume_btn", help="Continues from last/, history kept"):
         runs.resume_run(run_dir, queue=True)
         st.toast("Resuming (queued until the device is free)…")
     if (run_dir / "best" / "config.json").exists() and \
-            buttons.button(c3, "Open on the main page", key="open_btn"):
+            runtime.button(c3, "Open on the main page", key="open_btn"):
         state.select_checkpoint(run_dir / "best")
         st.switch_page(state.PREDICT_PAGE)
-    if run_state not in ACTIVE and buttons.button(c4, "Delete…", key="delete_btn"):
+    if run_state not in ACTIVE and runtime.button(c4, "Delete…", key="delete_btn"):
         st.session_state[state.CONFIRM_DELETE] = str(run_dir)
     if st.session_state.get(state.CONFIRM_DELETE) == str(run_dir):
         st.warning(f"Delete **{run_dir.name}** and its checkpoints? This cannot be undone.")
         d1, d2, _ = st.columns([1, 1, 4])
-        if buttons.button(d1, "Yes, delete", key="delete_yes", type="primary"):
+        if runtime.button(d1, "Yes, delete", key="delete_yes", type="primary"):
             try:
                 runs.delete_run(run_dir)
                 st.session_state[state.TRAIN_FLASH] = ("success", f"Deleted {run_dir.name}.")
@@ -247,7 +246,7 @@ def _controls(run_dir: Path, status: dict) -> None:
                 st.session_state[state.TRAIN_FLASH] = ("error", f"Not deleted: {e}")
             st.session_state.pop(state.CONFIRM_DELETE, None)
             st.rerun(scope="app")
-        if buttons.button(d2, "No", key="delete_no"):
+        if runtime.button(d2, "No", key="delete_no"):
             st.session_state.pop(state.CONFIRM_DELETE, None)
             st.rerun(scope="fragment")
 

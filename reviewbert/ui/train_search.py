@@ -18,9 +18,8 @@ from reviewbert.errors import ConfigError
 from reviewbert.training import experiments, jobs, runs, search
 from reviewbert.training.search import figures as search_figures
 from reviewbert.training.search import seed_grid
-from reviewbert.ui import config_form, state, train
+from reviewbert.ui import config_form, runtime, state, train
 from reviewbert.ui.png_download import png_download
-from reviewbert.ui.runtime import clicks as buttons
 
 DEFAULT_ROWS = [{"hyperparameter": "lr_bert", "values": "1e-5, 5e-5"},
                 {"hyperparameter": "lr_classifier", "values": "1e-3, 1e-2"}]
@@ -79,7 +78,7 @@ def search_section(root: Path) -> None:
     c1, c2 = st.columns([3, 1])
     name = c1.text_input("Search name (its folder)", key=state.SEARCH_FIELD + "name",
                          value=jobs.suggest_name(root, "search"))
-    if buttons.button(c2, "Launch search", type="primary", key="search_btn",
+    if runtime.button(c2, "Launch search", type="primary", key="search_btn",
                           disabled=spec is None or bool(errors)):
         try:
             folder = jobs.check_name(root, name)
@@ -128,7 +127,7 @@ def _preset_box() -> None:
         max_length = c3.number_input("Budget: max length (tokens)", 8, 512, 128, step=16,
                                      key=state.SEED_BUDGET + "max_length")
         st.caption(seed_grid.describe(int(epochs)))
-        if buttons.button(c4, "Fill the form", key="seed_preset_btn", type="secondary",
+        if runtime.button(c4, "Fill the form", key="seed_preset_btn", type="secondary",
                               help="Sets the searched rows, epochs, cap per class, max length, weight "
                                    "decay and LR step; everything else in the form stays"):
             st.session_state[state.PENDING_SEARCH_PRESET] = {
@@ -208,7 +207,7 @@ def _progress(info: dict, status: dict, group: list[Path]) -> None:
     if best:
         params = ", ".join(f"{k}={v}" for k, v in best["params"].items())
         st.markdown(f"Best so far: trial {best['number']} ({params}): {best['value']:.4f}")
-    if status.get("state") in train.ACTIVE and buttons.button(st, "Stop search", key=f"stop_{group[0].name}"):
+    if status.get("state") in train.ACTIVE and runtime.button(st, "Stop search", key=f"stop_{group[0].name}"):
         for d in group:
             runs.stop_run(d)
 

@@ -22,11 +22,9 @@ import streamlit as st
 
 from reviewbert.explain import methods as explain
 from reviewbert.model.inference import MAX_CHARS
-from reviewbert.ui import state
+from reviewbert.ui import runtime, state
 from reviewbert.ui.prediction_card import UNREADABLE, show_highlight
 from reviewbert.ui.progress_bar import StreamlitProgress, about
-from reviewbert.ui.runtime import cached_model
-from reviewbert.ui.runtime import clicks as buttons
 from reviewbert.viz.highlight import highlight_html
 from reviewbert.viz.markdown import md_escape
 from reviewbert.whatif import brittleness
@@ -38,8 +36,8 @@ SECONDS_PER_TOKEN = [0.0]         # the last counterfactual run's pace, for the 
 
 
 def _threads(predictor):
-    """The Predict page's rule (``cached_model.review_threads``)."""
-    return cached_model.review_threads(predictor)
+    """The Predict page's rule (``runtime.review_threads``)."""
+    return runtime.review_threads(predictor)
 
 
 def _state(prefix: str, predictor, pred) -> dict:
@@ -86,7 +84,7 @@ def edit_and_compare(predictor, pred, key_prefix: str) -> None:
                               format_func=explain.LABELS.get, key=f"{key_prefix}_method",
                               help="Attention × value norm is instant; the gradient and "
                                    "deletion methods take seconds on long reviews.")
-        clicked = buttons.button(c2, "Compare", type="primary", key=f"{key_prefix}_compare")
+        clicked = runtime.button(c2, "Compare", type="primary", key=f"{key_prefix}_compare")
         if clicked or s.pop("auto", False):
             _compare(predictor, pred, st.session_state.get(editor) or "", method, s)
         cmp = s["cmp"]
@@ -241,7 +239,7 @@ def counterfactual_section(predictor, pred, key_prefix: str) -> None:
             guess = SECONDS_PER_TOKEN[0] * pred.n_tokens
             when = f" (about {guess:.1f} s)" if guess else ""
             slot = st.empty()      # the button, gone once it has done its work
-            if not buttons.button(slot, f"Find counterfactuals{when}", key=f"{key_prefix}_cf_run"):
+            if not runtime.button(slot, f"Find counterfactuals{when}", key=f"{key_prefix}_cf_run"):
                 return
             slot.empty()
             found = s["cf"][method] = _find(predictor, pred, method)
@@ -407,7 +405,7 @@ def brittleness_tab(predictor, info, reviews, source: str, weights: str,
     result = brittleness.load_run(brittleness.cache_paths(info.path, key)[0])
     if result is None:
         slot = st.empty()
-        if not buttons.button(slot, f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run"):
+        if not runtime.button(slot, f"Run on {n} reviews", type="primary", key=f"{key_prefix}_run"):
             earlier = brittleness.list_runs(info.path, weights)
             if earlier:
                 st.caption(f"{len(earlier)} earlier run(s) of this checkpoint are cached; "

@@ -186,19 +186,19 @@ def test_switching_checkpoints_changes_the_labels(monkeypatch, ckpt_root):
 
 
 def test_the_first_element_skips_streamlits_repl_check(monkeypatch):
-    """frame.skip_repl_check: the first element a process draws no longer runs Streamlit's
+    """runtime.runs.skip_repl_check: the first element a process draws no longer runs Streamlit's
     REPL check (``env_util.is_repl``: ``inspect.stack()``, 145 ms in front of the first
     page). The first half shows the check is still there to skip in this Streamlit."""
     from streamlit import delta_generator, env_util
 
-    from reviewbert.ui import frame
+    from reviewbert.ui.runtime import runs
     calls = []
     monkeypatch.setattr(env_util, "is_repl", lambda: calls.append(1) or False)
     monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
     delta_generator._maybe_print_use_warning()
     assert calls == [1]
     monkeypatch.setattr(delta_generator, "_use_warning_has_been_displayed", False)
-    frame.skip_repl_check()
+    runs.skip_repl_check()
     delta_generator._maybe_print_use_warning()
     assert calls == [1]
 

@@ -1,5 +1,6 @@
 """reviewbert/ui/runtime/clicks.py: a click recorded by its callback is read once, by the run it
-started or by the run that replaced it, and is dropped rather than fired later.
+started or by the run that replaced it, and is dropped rather than fired later; a request
+is kept until its work is done.
 
 A run that Streamlit stops for a newer one leaves the session's state as the button's
 callback left it; these tests start from that state (``state.CLICKS`` set as the callback
@@ -15,7 +16,7 @@ from pathlib import Path
 from streamlit.testing.v1 import AppTest
 
 from reviewbert.ui import state as S
-from reviewbert.ui.runtime import clicks as buttons
+from reviewbert.ui.runtime import clicks
 
 APP = str(Path(__file__).resolve().parents[2] / "app.py")
 
@@ -23,15 +24,26 @@ APP = str(Path(__file__).resolve().parents[2] / "app.py")
 def _script():
     import time
 
+    from reviewbert.ui.runtime.clicks import Request
+    REQUEST = Request("work")
+
     import streamlit as st
 
-    from reviewbert.ui.runtime import clicks as buttons
-    clicks, started = buttons.pending(), time.monotonic()
+    from reviewbert.ui import runtime
+    from reviewbert.ui.runtime import clicks
+    recorded, started = clicks.pending(), time.monotonic()
     if st.session_state.get("draw", True):
-        if buttons.button(st, "Go", key="go", disabled=st.session_state.get("disabled", False)):
+        if runtime.button(st, "Go", key="go", disabled=st.session_state.get("disabled", False)):
             st.session_state["fired"] = st.session_state.get("fired", 0) + 1
+    if st.session_state.get("ask"):
+        st.session_state.pop("ask")
+        REQUEST.ask()
+    if REQUEST.asked():
+        st.session_state["worked"] = st.session_state.get("worked", 0) + 1
+        if not st.session_state.get("stop_before_done"):
+            REQUEST.done()
     st.write(f"fired {st.session_state.get('fired', 0)}")
-    buttons.forget_unread(clicks, started)   # the frame's last step (reviewbert/ui/frame.py)
+    clicks.forget_unread(recorded, started)   # the frame's last step (ui/runtime/runs.py)
 
 
 def script(**session) -> AppTest:
@@ -82,9 +94,9 @@ def test_a_click_not_read_by_a_whole_run_is_dropped_not_fired_later():
 def test_the_end_of_a_run_keeps_a_click_recorded_after_it_started():
     """Under fast reruns a newer run's thread records its click beside the run that is
     finishing: that run's end must not drop it."""
-    clicks = {"old": now(age=2.0), "new": now()}
-    buttons.forget_unread(clicks, recorded_before=time.monotonic() - 1.0)
-    assert list(clicks) == ["new"]
+    recorded = {"old": now(age=2.0), "new": now()}
+    clicks.forget_unread(recorded, recorded_before=time.monotonic() - 1.0)
+    assert list(recorded) == ["new"]
 
 
 def test_a_disabled_button_drops_its_click():
@@ -98,9 +110,9 @@ def test_a_disabled_button_drops_its_click():
 def test_a_click_is_read_only_within_click_s():
     """The run stopped by a fast rerun ends in an exception, like one that called
     st.stop(): its unread clicks are dropped by age, not by the frame."""
-    at = script(**{S.CLICKS: {"go": now(age=buttons.CLICK_S - 1)}}).run()
+    at = script(**{S.CLICKS: {"go": now(age=clicks.CLICK_S - 1)}}).run()
     assert fired(at) == 1
-    at = script(**{S.CLICKS: {"go": now(age=buttons.CLICK_S + 1)}}).run()
+    at = script(**{S.CLICKS: {"go": now(age=clicks.CLICK_S + 1)}}).run()
     assert fired(at) == 0
 
 
@@ -112,7 +124,7 @@ def test_a_fragments_click_is_read_by_the_whole_run_that_replaced_it():
 def test_a_fragments_run_reads_only_its_own_click(monkeypatch):
     """A click a fragment's run recorded and did not read (its button was not drawn then)
     is not fired by a later run of that fragment."""
-    monkeypatch.setattr(buttons, "fragment_run", lambda: True)
+    monkeypatch.setattr(clicks, "fragment_run", lambda: True)
     at = script(**{S.CLICKS: {"go": now(by_fragment=True)}}).run()
     assert fired(at) == 0
     at.button(key="go").click().run()
@@ -144,17 +156,17 @@ def test_the_frame_reads_a_recorded_click_and_drops_the_unread(monkeypatch, tmp_
 def _superseded_script():
     import streamlit as st
 
-    from reviewbert.ui import frame
-    number = frame.start_full_run()
+    from reviewbert.ui.runtime import runs
+    number = runs.start_full_run()
     if st.session_state.get("newer"):
-        frame.start_full_run()              # a newer full run of the session began meanwhile
+        runs.start_full_run()               # a newer full run of the session began meanwhile
     st.write("body")
-    frame.stop_if_superseded(number)
+    runs.stop_if_superseded(number)
     st.write("returned")
 
 
 def test_a_run_replaced_by_a_newer_one_ends_stopped_not_finished():
-    """ui/frame.py: a full run that a newer one replaced must not return normally, or
+    """ui/runtime/runs.py: a full run that a newer one replaced must not return normally, or
     Streamlit drops the fragments the newer run registered (a stale run's end clears every
     fragment it did not draw itself; tried with a two-run probe under fast reruns: the
     fragment's next click was ignored, 'does not exist anymore')."""
@@ -164,3 +176,20 @@ def test_a_run_replaced_by_a_newer_one_ends_stopped_not_finished():
     at.session_state["newer"] = True
     at.run()
     assert [m.value for m in at.markdown] == ["body"] and not at.exception
+
+
+def test_a_request_is_kept_until_its_work_is_done():
+    """A request (the Predict page's prediction) outlives the runs that end before its
+    work is done, however old, and the end of a whole run; done, it is gone."""
+    at = script(ask=True, stop_before_done=True).run()
+    assert at.session_state["worked"] == 1
+    key = "request:work"
+    at.session_state[S.CLICKS] = {key: clicks.Click(time.monotonic() - 10 * clicks.CLICK_S, False, True)}
+    at.run()
+    assert at.session_state["worked"] == 2, "an old request was dropped before its work was done"
+    assert key in at.session_state[S.CLICKS]
+    at.session_state["stop_before_done"] = False
+    at.run()
+    assert at.session_state["worked"] == 3 and key not in at.session_state[S.CLICKS]
+    at.run()
+    assert at.session_state["worked"] == 3, "a done request was worked again"

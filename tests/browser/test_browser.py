@@ -221,7 +221,7 @@ def test_main_page_in_a_real_browser(browser_page):
     # head view's iframe was kept (a moved one is built anew, its scripts fetched again)
     assert frame_loads == [], frame_loads
     # and the slider's code (moment.js, numbro, ...) was fetched while the page was idle
-    # (cached_model.prefetch_code), not on this click: ~0.25 s of it
+    # (runtime.prefetch_code), not on this click: ~0.25 s of it
     page.locator("[data-testid=stSlider]").filter(has_text="Head view window").wait_for()
     assert code == [], code
     assert head_view(page).locator("#vis svg #left text").count() == 48

@@ -170,7 +170,7 @@ def test_the_predict_page_imports_its_views_after_the_panel_and_the_load_preimpo
     background load imports exactly the modules the page imports once it has a result."""
     import ast
 
-    from reviewbert.ui.runtime.cached_model import VIEW_MODULES
+    from reviewbert.ui.frame import VIEW_MODULES
     tree = ast.parse((ROOT / "pages" / "predict.py").read_text())
     top, late = set(), set()
     seen_panel = False
@@ -192,7 +192,7 @@ def test_the_predict_pages_views_import_neither_scipy_nor_scikit_learn():
     import subprocess
     import sys
 
-    from reviewbert.ui.runtime.cached_model import VIEW_MODULES
+    from reviewbert.ui.frame import VIEW_MODULES
     code = ("import sys\n" + "".join(f"import {m}\n" for m in VIEW_MODULES) +
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'scipy', 'sklearn'}))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,26 +1,28 @@
-"""The sidebar's checkpoint, loaded once per server process in the background
-(``model_loading.BackgroundLoad`` in an ``st.cache_resource``): the frame starts the load
-on the first run that names the checkpoint, pages draw their controls without waiting,
-and whatever needs the model waits for it here, under a "Loading the model…" spinner.
-Every page that needs a model starts with :func:`require_predictor`, or with
-:func:`require_checkpoint` and :func:`loading` when it draws something first.
+"""The sidebar's checkpoint, loaded once per server process in the background.
+
+``server/model_loading.BackgroundLoad`` runs in an ``st.cache_resource``: the frame starts
+the load on the first run that names the checkpoint, pages draw their controls without
+waiting, and whatever needs the model waits for it here, under a "Loading the model…"
+spinner. Pages reach the model through ``ui/checkpoints.require_predictor`` (or
+``require_checkpoint`` and :func:`loading` when they draw something first), which use this.
 """
 from __future__ import annotations
 
-import importlib
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import streamlit as st
 
-from reviewbert.errors import CheckpointError
 from reviewbert.model.checkpoint import CheckpointInfo
 from reviewbert.model.device import cpu_threads, threads_for_one_review
 from reviewbert.server import heap
+from reviewbert.server.admission import turn as admission_turn
 from reviewbert.server.model_loading import BackgroundLoad
+from reviewbert.training.catalog import checkpoints_root
 from reviewbert.training.runs import device_busy
-from reviewbert.ui import checkpoints, state
+from reviewbert.ui import state
+from reviewbert.ui.runtime.prefetch import code_fetched, prefetch_code
 
 if TYPE_CHECKING:
     from reviewbert.data.examples import Review
@@ -28,17 +30,14 @@ if TYPE_CHECKING:
 
 LOADING = "Loading the model…"
 RETRY_AFTER_S = 3.0     # a failed load is tried again by the first rerun this much later
-# What draws a prediction: imported by the load's thread once the model is ready, so that
-# the first click on Predict does not wait for them (none imports scipy or scikit-learn).
-VIEW_MODULES = ("reviewbert.ui.prediction_card", "reviewbert.ui.explanations",
-                "reviewbert.ui.nearest_reviews", "reviewbert.ui.whatif")
+_AFTER_MODEL: list[Callable[[], object]] = []     # run by the load's thread: after_model_loads
 
 
 MTIME_TTL_S = 1.0
-"""How long :func:`mtime` reuses what it read: a page run asks 6-8 times (the page's key, each
-``loading``, each ``load_predictor``), and each read globbed the folder and stat'ed its files,
-~3 ms of a Predict run's ~45 ms of page CPU (py-spy of the server). A checkpoint re-saved in
-place is seen at most this much later."""
+"""How long :func:`mtime` reuses what it read: a page run asks several times (the page's key,
+each ``loading``, each ``load_predictor``), and each read globs the folder and stats its
+files, a visible share of a Predict run's page CPU in a profile of the server. A checkpoint
+re-saved in place is seen at most this much later."""
 _MTIMES: dict[str, tuple[float, float]] = {}     # path -> (time.monotonic() read, mtime)
 
 
@@ -59,18 +58,23 @@ def start_loading(path: str, stamp: float) -> BackgroundLoad:
     """The checkpoint's load, shared by every session: started by the first call, returned
     at once (it runs in its own thread). It is held until the script run that started it
     has drawn its page (:func:`release`), or until something waits for the model."""
-    return BackgroundLoad(path, after_load=heap.freeze_long_lived, after_model=import_views,
+    return BackgroundLoad(path, after_load=heap.freeze_long_lived, after_model=_model_ready,
                           after_split=heap.freeze_new, hold=True)
 
 
-def import_views() -> None:
-    """The Predict page's view modules, imported, and the first prediction's one-off costs
-    paid (``prediction.prepare``), then the new objects frozen (``heap.freeze_new``) here
-    rather than by the script run that follows: run by the load's thread once the model
-    is ready."""
-    for name in VIEW_MODULES:
-        importlib.import_module(name)
-    importlib.import_module("reviewbert.ui.prediction_card").prepare()
+def after_model_loads(work: Callable[[], object]) -> None:
+    """Have the load's thread run ``work`` once the model is ready, for every load from
+    now on (the frame registers the Predict page's views: imported there, the first click
+    on Predict does not wait for them). Registered once, however often it is asked."""
+    if work not in _AFTER_MODEL:
+        _AFTER_MODEL.append(work)
+
+
+def _model_ready() -> None:
+    """The registered work, then the new objects frozen (``heap.freeze_new``) here rather
+    than by the script run that follows."""
+    for work in list(_AFTER_MODEL):
+        work()
     heap.freeze_new()
 
 
@@ -92,8 +96,8 @@ PAINT_S = 1.0   # the browser's time to draw the first page (it loads each widge
 def release(job: BackgroundLoad | None) -> None:
     """The frame's last step, with the load :func:`load_status` returned: the page is
     sent; the held load starts PAINT_S later, once the browser has drawn it (the load's
-    torch import slowed the first paint by 1-2 s on 2 cores). A click that needs the
-    model starts it at once."""
+    torch import, started at once, slowed the first paint: ``bench/first_second.py``
+    measures it). A click that needs the model starts it at once."""
     if job is not None:
         job.release(after=PAINT_S)
 
@@ -121,7 +125,7 @@ def load_test_reviews(path: str, stamp: float) -> tuple[tuple[Review, ...] | Non
 def load_status(info: CheckpointInfo | None) -> BackgroundLoad | None:
     """The sidebar's "Device: …" line. While the checkpoint loads it is a fragment that
     redraws itself every half second (device, seconds so far). Once the load is done it
-    reruns the whole page if the page drew without the model (:func:`stop_if_failed`),
+    reruns the whole page if the page drew without the model (:func:`rerun_when_loaded`),
     so that what waited for it (the sampler's test split, a broken checkpoint's message)
     appears without a click; any other page (the Train page's live view, say) is left
     alone. Returns the checkpoint's load (None without a checkpoint), for :func:`release`."""
@@ -151,72 +155,30 @@ def _watch_load(path: str, stamp: float) -> None:
         prefetch_code("prefetch_sidebar")
 
 
-PREFETCH_CSS = '[class*="st-key-rb_prefetch_"]{visibility:hidden}'
-"""Hides :func:`prefetch_code`'s elements (their 1-pixel box showed the slider's top
-pixels); set by the app's frame. Hidden, they still mount, and their code is fetched."""
-
-
-def prefetch_code(key: str, plotly: bool = True) -> None:
-    """Hidden elements whose JavaScript Streamlit's page fetches only when one is first
-    drawn, drawn while nothing waits for them rather than on the click that needs them:
-    - an empty Plotly chart: Streamlit's Plotly bundle (several MB, ~0.5 s here), for the
-      first click that draws a chart;
-    - a disabled slider: its code (moment.js, numbro, sprintf: ~0.25 s), for the first
-      review longer than the head view's window, which shows the window slider;
-    - an empty HTML-in-Markdown element: the code that draws the prediction card's stars.
-    Drawn by the sidebar's status once the first page is drawn (pandas and plotly cost
-    that page 0.5 s), by the Predict page while nothing is predicted yet (each with its
-    own ``key``: both may draw in one run), and, the slider alone (``plotly=False``), in
-    the head view's slot when it first shows a short review in a session."""
-    with st.container(height=1, border=False, key=f"rb_prefetch_{key}"):
-        if plotly:
-            import pandas  # noqa: F401 - whole before plotly peeks at it (model_loading.py)
-            import plotly.graph_objects as go
-            st.plotly_chart(go.Figure(layout={"height": 10, "width": 10}), key=key,
-                            config={"staticPlot": True, "displayModeBar": False})
-        st.slider("preloaded slider", 0, 1, key=f"{key}_slider", disabled=True,
-                  label_visibility="collapsed")
-        # HTML inside Markdown (the prediction card's stars): Streamlit fetches the code
-        # that draws it when the first such element comes, and the first card's stars
-        # came 0.1-0.5 s after the rest of the first prediction
-        st.markdown("<span></span>", unsafe_allow_html=True)
-    st.session_state[state.SLIDER_CODE] = True      # the page keeps the fetched code
-
-
-def stop_if_failed(info: CheckpointInfo) -> None:
-    """A checkpoint whose background load failed: its message, and the page stops here
-    (a page that draws before the model is ready calls this instead of waiting)."""
+def rerun_when_loaded(info: CheckpointInfo) -> BackgroundLoad:
+    """The checkpoint's load, and, while it runs, a wish that the sidebar's status rerun
+    this page once it is done (a page that draws before the model is ready)."""
     job = loading(info)
-    if job.failed is not None:
-        checkpoints.load_error(job.failed)
-        st.stop()
-    st.session_state[state.RERUN_WHEN_LOADED] = not job.ready
+    st.session_state[state.RERUN_WHEN_LOADED] = not job.ready and job.failed is None
+    return job
 
 
-def require_checkpoint() -> CheckpointInfo:
-    """The sidebar's checkpoint; with none the page shows the training guide and stops."""
-    info = state.current_checkpoint()
-    if info is None:
-        checkpoints.training_guide(checkpoints.checkpoints_root())
-        st.stop()
-    return info
-
-
-def require_predictor() -> tuple[CheckpointInfo, Predictor]:
-    """The sidebar's checkpoint and its cached predictor, for a page that needs a model;
-    with none (the training guide) or a broken one (its message) the page stops here."""
-    info = require_checkpoint()
-    if not st.session_state.get(state.SLIDER_CODE) and not loading(info).ready:
-        # A click made while the model loads: the page's code for the charts is fetched
-        # while this run waits for the model, not after it. The sidebar's own prefetch
-        # cannot: its fragment does not run while this run waits.
+def wait_for_predictor(info: CheckpointInfo) -> Predictor:
+    """The checkpoint's cached predictor, waiting for its load; its CheckpointError if it
+    cannot load. A click made while the model loads fetches the charts' code while it
+    waits, not after (the sidebar's own prefetch cannot: its fragment does not run while
+    this run waits)."""
+    if not code_fetched() and not loading(info).ready:
         with st.sidebar:
             prefetch_code("while_loading")
-    try:
-        return info, load_predictor(str(info.path), mtime(info.path))
-    except CheckpointError as e:
-        checkpoints.load_error(e)
-        st.stop()
+    return load_predictor(str(info.path), mtime(info.path))
+
+
+def turn(info: CheckpointInfo):
+    """The block a heavy run (a prediction and its views) does in its turn among the
+    sessions' (first come, first served: ``reviewbert/server/admission.py``); no turn while
+    the model loads, which the run would only hold while waiting."""
+    return admission_turn(enabled=loading(info).ready)
 
 
 def review_threads(predictor: Predictor):
@@ -225,5 +187,4 @@ def review_threads(predictor: Predictor):
     threads (half the cores, one fewer while a run trains on this CPU); unchanged on a GPU."""
     if predictor.device.type != "cpu":
         return cpu_threads(None)
-    return cpu_threads(threads_for_one_review(device_busy(checkpoints.checkpoints_root())))
-
+    return cpu_threads(threads_for_one_review(device_busy(checkpoints_root())))

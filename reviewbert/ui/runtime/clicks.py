@@ -1,4 +1,4 @@
-"""A button whose click is not lost when Streamlit stops the run that carries it.
+"""Clicks that survive a stopped run: buttons recorded in their callback, and requests.
 
 Streamlit (1.67) reads a click as a one-run trigger: ``st.button`` returns True in the
 run the click starts, and in no other. When another widget changes before that run
@@ -6,15 +6,19 @@ has drawn the button (a view's tab clicked right after *Launch*, as a class's lo
 slows each run), Streamlit stops the run at its next element and starts one that
 carries only the newer change: read from the button in the page's body, the click was
 lost, and the user had to click again. A button's ``on_click`` callback runs before
-the page's body, though, so :func:`button` records the click there, under
-``state.CLICKS``, and the body reads it from there: in the run the click started,
-or in the one that replaced it if that run was stopped first.
+the page's body, though, so a click is recorded there, under ``state.CLICKS``, and the
+body takes it from there: in the run the click started, or in the one that replaced it
+if that run was stopped first. Two forms:
 
-A recorded click is read once, within CLICK_S of the click, by the
-run it started, or the one that replaced it. It is dropped rather than fired later:
-after CLICK_S, and at the end of any run of the whole page that returned normally (the
-frame's last step, :func:`forget_unread`), so a click whose page the user left, or whose
-button is no longer drawn, does not fire when the page draws that button again.
+- :func:`button` / :func:`form_submit`: a click that starts work in the run that reads it.
+  A recorded click is read once, within CLICK_S of the click, by the run it started or
+  the one that replaced it. It is dropped rather than fired later: after CLICK_S, and at
+  the end of any run of the whole page that returned normally (the frame's last step,
+  :func:`forget_unread`), so a click whose page the user left, or whose button is no
+  longer drawn, does not fire when the page draws that button again.
+- :class:`Request`: work a click (or another page, or a callback) asks for that must be
+  done even if the run doing it is stopped halfway (the Predict page's prediction). It is
+  kept until the body says the work is done, whatever the age or the runs in between.
 
 Streamlit's fast reruns (its default, kept in ``.streamlit/config.toml``) stop the old
 run's thread with a StopException, the same exception as ``st.stop()``, while the new
@@ -28,14 +32,13 @@ run that replaced it (a tab clicked right after *Compare*). A fragment's button 
 not drawn when clicked is thus never fired by a later run of that fragment. A click
 stopped by another click in the same fragment is still lost, as before.
 
-The Predict button keeps its own request, ``state.RUN_PREDICT``, which sampling and
-other pages set too and which is cleared only once the prediction is stored
-(reviewbert/ui/predict.py).
+``tests/unit/test_ui_runtime.py`` fails on a button read in a page's body outside this
+module: ``st.button`` and ``form_submit_button`` elsewhere only take an ``on_click``.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -43,8 +46,17 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from reviewbert.ui import state
 
 CLICK_S = 5.0
-"""How long a recorded click waits for the run that replaced the one it started (a run on
-a 2-core server serving a class: p95 1.3-1.9 s, bench/load.py)."""
+"""How long a recorded click waits for the run that replaced the one it started: longer
+than a page run takes under a class's load (the p95 of ``bench/load.py``'s classroom
+profile), short enough that a click the user has forgotten does not fire."""
+
+
+class Click(NamedTuple):
+    """One recorded click: when (``time.monotonic()``), whether a fragment's run recorded
+    it, and whether it is a :class:`Request` (kept until done, not dropped by age)."""
+    at: float
+    by_fragment: bool
+    lasting: bool = False
 
 
 def fragment_run() -> bool:
@@ -53,9 +65,18 @@ def fragment_run() -> bool:
     return bool(ctx is not None and ctx.fragment_ids_this_run)
 
 
+def pending() -> dict:
+    """The session's recorded clicks ({key: :class:`Click` or a plain (at, by_fragment)})."""
+    return st.session_state.setdefault(state.CLICKS, {})
+
+
+def _record(key: str, lasting: bool = False) -> None:
+    pending()[key] = Click(time.monotonic(), fragment_run(), lasting)
+
+
 def _clicked(key: str, on_click: Callable | None, args: tuple, kwargs: dict) -> None:
     """The button's callback: the click recorded, then the caller's own callback."""
-    pending()[key] = (time.monotonic(), fragment_run())
+    _record(key)
     if on_click is not None:
         on_click(*args, **kwargs)
 
@@ -66,8 +87,8 @@ def _read(key: str, clicked: bool, disabled: bool) -> bool:
     clicks = st.session_state.get(state.CLICKS)
     if not clicks or key not in clicks:
         return clicked and not disabled
-    at, by_fragment = clicks.pop(key)
-    recorded = time.monotonic() - at <= CLICK_S and not (by_fragment and fragment_run())
+    click = Click(*clicks.pop(key))
+    recorded = time.monotonic() - click.at <= CLICK_S and not (click.by_fragment and fragment_run())
     return (clicked or recorded) and not disabled
 
 
@@ -96,9 +117,24 @@ def form_submit(where: Any, label: str, *, key: str, on_click: Callable | None =
     return _drawn(where.form_submit_button, label, key, on_click, args, kwargs, options)
 
 
-def pending() -> dict:
-    """The session's recorded clicks ({key: (time.monotonic(), by a fragment's run)})."""
-    return st.session_state.setdefault(state.CLICKS, {})
+class Request:
+    """Work asked for by a click, a sampled review or another page, that must be done
+    even if the run doing it is stopped halfway: :meth:`ask` in a widget's callback (or
+    anywhere before the page's body reads it), :meth:`asked` in the body, and
+    :meth:`done` once the work is done. A run stopped between the two leaves the
+    request for the run that replaced it."""
+
+    def __init__(self, name: str):
+        self.key = f"request:{name}"
+
+    def ask(self) -> None:
+        _record(self.key, lasting=True)
+
+    def asked(self) -> bool:
+        return self.key in (st.session_state.get(state.CLICKS) or {})
+
+    def done(self) -> None:
+        (st.session_state.get(state.CLICKS) or {}).pop(self.key, None)
 
 
 def forget_unread(clicks: dict, recorded_before: float) -> None:
@@ -106,6 +142,8 @@ def forget_unread(clicks: dict, recorded_before: float) -> None:
     start of the frame's run; ``clicks``: :func:`pending`): the frame's last step of a
     whole page's run that returned normally. A click recorded since then belongs to a
     newer run: under fast reruns that run's thread starts beside this one, and its
-    callbacks may record a click while this one is finishing."""
-    for key in [k for k, (at, _) in clicks.items() if at < recorded_before]:
-        clicks.pop(key, None)
+    callbacks may record a click while this one is finishing. Requests stay until done."""
+    for key, rec in list(clicks.items()):
+        click = Click(*rec)
+        if click.at < recorded_before and not click.lasting:
+            clicks.pop(key, None)
