@@ -41,24 +41,48 @@ if _hyp_settings is not None:
     _hyp_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
-# each with its own make target
-LONG_SUITES = ("fuzz", "load", "hostile", "faults", "distributed", "umap", "heads", "e2e")
+# The suites: a test marked with one of these runs only in that suite's own command (the
+# Makefile target of the same name); every other test runs in `make test`. This is the one
+# place the suites are defined: the markers are registered from here, and
+# tests/unit/test_suites.py checks that each has its Makefile target and that CI runs
+# the ones it should. Folders say a test's kind (unit, app, browser, integration,
+# reliability), never its suite.
+SUITES = {
+    "heads": "the Heads analysis of the demo on 300 test reviews and the Heads page in a browser "
+             "(make heads; CI runs it after make test)",
+    "e2e": "the longest end-to-end journeys in a browser and on real data, and the demo in bf16 "
+           "(make e2e; CI runs it after make test)",
+    "umap": "UMAP on a toy set and of 10,000 real reviews, whose numba compile alone takes a "
+            "minute (make umap; CI runs it after make test)",
+    "faults": "the fault loops: a training run killed at four points, then ten random ones "
+              "(make faults; CI runs it after make test)",
+    "fuzz": "thousands of generated (Hypothesis) cases per property (make fuzz)",
+    "hostile": "the whole hostile-text corpus through three pages and the What if? editor in a "
+               "browser (make hostile)",
+    "load": "many concurrent Streamlit sessions against one server (make load)",
+    "distributed": "search workers on a real PostgreSQL server (make distributed)",
+}
+CI_SUITES = ("heads", "e2e", "umap", "faults")     # .ci/run, after make test
+
+
+def pytest_configure(config):
+    for name, what in SUITES.items():
+        config.addinivalue_line("markers", f"{name}: {what}")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Keep the long suites' tests out unless -m names them. pytest.ini's addopts says
-    `-m "not fuzz and not load and not hostile and not faults and not distributed"`, but a -m on the command
-    line (README: `-m 'not browser'`) replaces that one instead of adding to it."""
+    """Keep the suites' tests out unless -m names them (``-m heads``, ``-m "fuzz or
+    load"``); any other -m (``-m 'not e2e'``) still leaves them out."""
     expr = config.getoption("markexpr") or ""
-    out = [m for m in LONG_SUITES if m not in expr]
+    out = [m for m in SUITES if m not in expr]
 
-    def long(item):
+    def in_a_suite(item):
         return any(item.get_closest_marker(m) is not None for m in out)
 
-    dropped = [i for i in items if long(i)]
+    dropped = [i for i in items if in_a_suite(i)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
-        items[:] = [i for i in items if not long(i)]
+        items[:] = [i for i in items if not in_a_suite(i)]
 
 
 def _files_under(folder: Path) -> dict[str, int]:

@@ -137,7 +137,6 @@ def test_sample_misclassified(monkeypatch, ckpt_root):
     assert "misclassified" in out or "model got it right" in out
 
 
-@pytest.mark.integration
 def test_sample_from_the_checkpoints_test_split(monkeypatch, tmp_path, tiny_model_dir, data_dir):
     import shutil
     ck = tmp_path / "withdata"

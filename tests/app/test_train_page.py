@@ -124,7 +124,6 @@ def test_a_good_upload_is_selected_and_previewed(env):
     assert "Text column **Reviews**, rating column **Rating**" in messages(at)
 
 
-@pytest.mark.slow
 def test_launch_writes_a_run_that_the_table_lists_and_delete_asks_first(env, tiny_model_dir):
     at = fill(train_page("New run"), tiny_model_dir, epochs=50)
     at.text_input(key=S.TRAIN_RUN_NAME).input("page-run")
@@ -188,7 +187,6 @@ def test_search_form_builds_the_spec_the_cli_would():
                        "grid", None, "accuracy", False, "")
 
 
-@pytest.mark.slow
 @pytest.mark.e2e
 def test_a_search_launched_from_the_page_queues_and_shows_progress(env, tiny_model_dir):
     at = fill(train_page("Search"), tiny_model_dir)
@@ -213,7 +211,6 @@ def test_a_search_launched_from_the_page_queues_and_shows_progress(env, tiny_mod
             time.sleep(0.3)
 
 
-@pytest.mark.slow
 def test_a_run_distilled_from_an_earlier_run_is_launched_from_the_form(env, tiny_model_dir):
     at = fill(train_page("New run"), tiny_model_dir)
     teachers = at.multiselect(key=S.CONFIG_FIELD + "teachers")

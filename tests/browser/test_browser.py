@@ -23,7 +23,6 @@ from browser_support import (
     wait_drawn,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 

@@ -6,9 +6,13 @@ the per-rating charts. Screenshots go to artifacts/browser/ (one goes in the REA
 """
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from browser_support import (
+    ART,
+    ROOT,
     caption_with,
     demo_server,
     evaluate_data_file,
@@ -17,7 +21,7 @@ from browser_support import (
     shot,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration, pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e]
 playwright = pytest.importorskip("playwright.sync_api")
 
 
@@ -57,6 +61,7 @@ def test_error_page_in_a_real_browser(server, tmp_path):
         page.get_by_role("tab", name="Overview").wait_for(timeout=60_000)
         plot_titled(page, "Reliability")
         shot(page, "error_01_overview.png")
+        shutil.copy(ART / "error_01_overview.png", ROOT / "docs" / "screenshots" / "error_analysis.png")
 
         # the confusion matrix: click an off-diagonal cell with reviews in it
         open_tab(page, "Errors")

@@ -42,7 +42,6 @@ from browser_support import (
 )
 from hostile_texts import CORPUS, MARKER, PWNED, Hostile
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
 
 EMPTY_MESSAGES = {"predict": "Type or paste a review first", "inside": "Type a sentence in the box"}

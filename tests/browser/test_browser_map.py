@@ -18,7 +18,7 @@ from browser_support import (
     shot,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration, pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e]
 playwright = pytest.importorskip("playwright.sync_api")
 
 N = 100

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import ART, CHROMIUM, StreamlitServer, offline_context
+from browser_support import ART, CHROMIUM, ROOT, StreamlitServer, offline_context
 from search_support import build_search
 from toyreviews import write_toy_csv
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
 
 FIGURES = 6  # history, importances, parallel, contour, slice, intermediate values
@@ -102,6 +101,7 @@ def test_the_dashboard_draws_offline_and_a_clicked_trial_is_selected(server):
             page.set_viewport_size({"width": 1400, "height": 3000})
             page.wait_for_timeout(1500)
             page.screenshot(path=str(ART / "search_dashboard.png"), full_page=True)
+            page.screenshot(path=str(ROOT / "docs" / "screenshots" / "search.png"))   # the Train guide's
             page.set_viewport_size({"width": 1400, "height": 1000})
             settled(page)
 

@@ -13,7 +13,6 @@ import pytest
 
 from browser_support import CHROMIUM, ROOT, StreamlitServer, make_minilm_checkpoint, offline_context
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 

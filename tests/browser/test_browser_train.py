@@ -16,7 +16,7 @@ import pytest
 from browser_support import CHROMIUM, ROOT, StreamlitServer, launch_run, offline_context, progress_text
 from toyreviews import write_toy_csv
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e]
 playwright = pytest.importorskip("playwright.sync_api")
 expect = playwright.expect
 

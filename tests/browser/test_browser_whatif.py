@@ -26,7 +26,6 @@ from browser_support import (
 from hostile_texts import BY_NAME, MARKER, PWNED
 from trigger_model import UP, make_trigger_model
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
 pytest.importorskip("playwright.sync_api")
 
 REVIEW = f"The phone is fine. The screen is {UP}, and the battery lasts a day."

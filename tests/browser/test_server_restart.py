@@ -63,9 +63,6 @@ def test_launched_run_outlives_its_sigkilled_launcher_and_is_killed_only_once_go
                 os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.integration
-@pytest.mark.slow
-@pytest.mark.browser
 @pytest.mark.e2e
 def test_run_survives_a_killed_server_and_a_new_server_reattaches(tmp_path, data_dir,
                                                                   tiny_model_dir, monkeypatch):

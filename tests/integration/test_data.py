@@ -102,7 +102,6 @@ def two_files(tmp_path):
 
 
 # ------------------------------------------------------------ the real files
-@pytest.mark.integration
 def test_cut_off_json_array_file(data_dir):
     rows, report, fr = read(data_dir / "cell_phones_and_accessories_5core_sample.json")
     assert fr.format == "json-array"
@@ -115,7 +114,6 @@ def test_cut_off_json_array_file(data_dir):
     assert star_counts(rows) == [431, 338, 503, 1016, 2485]  # README, by star
 
 
-@pytest.mark.integration
 def test_unlocked_10k_duplicates_and_conflicts(data_dir):
     path = data_dir / "unlocked_mobile_10k.csv"
     rows, _, fr = read(path)
@@ -135,7 +133,6 @@ def test_unlocked_10k_duplicates_and_conflicts(data_dir):
     assert r.skipped["duplicate"] == 3330 and r.skipped["conflicting ratings"] == 468
 
 
-@pytest.mark.integration
 def test_unlocked_5k_columns(data_dir):
     rows, _, fr = read(data_dir / "unlocked_mobile_5k.csv")
     assert fr.columns["text"] == "review" and fr.columns["rating"] == "rating"
@@ -143,7 +140,6 @@ def test_unlocked_5k_columns(data_dir):
     assert star_counts(rows) == [1296, 356, 391, 743, 2214]
 
 
-@pytest.mark.integration
 def test_iphone_out_of_5_stars_and_titles(data_dir):
     path = data_dir / "iphone_xr_reviews_in.csv"
     rows, _, fr = read(path)
@@ -161,7 +157,6 @@ def test_iphone_out_of_5_stars_and_titles(data_dir):
     assert titled[0][0] == first
 
 
-@pytest.mark.integration
 def test_earphones_embedded_newlines(data_dir):
     path = data_dir / "earphone_reviews_in.csv"
     rows, _, fr = read(path)
@@ -174,7 +169,6 @@ def test_earphones_embedded_newlines(data_dir):
     assert star_counts(rows) == [2493, 939, 1503, 3189, 6213]
 
 
-@pytest.mark.integration
 def test_all_real_files_into_balanced_splits(data_dir):
     files = sorted(p for p in data_dir.iterdir() if p.suffix in (".csv", ".json"))
     assert len(files) == 5
@@ -192,7 +186,6 @@ def test_all_real_files_into_balanced_splits(data_dir):
     assert "earphone_reviews_in.csv" in text and "truncated last record" in text
 
 
-@pytest.mark.integration
 def test_three_labels_on_real_data(data_dir):
     s = build_splits([data_dir / "unlocked_mobile_5k.csv"], THREE, seed=3)
     for name in SPLITS:
@@ -203,7 +196,6 @@ def test_three_labels_on_real_data(data_dir):
     assert negative[1] > negative[2]  # ...in their natural (1-heavy) proportion
 
 
-@pytest.mark.integration
 def test_min_tokens_matches_brute_force(data_dir):
     from reviewbert.model.checkpoint import load_tokenizer
     tok = load_tokenizer(None)
@@ -416,7 +408,6 @@ def test_report_to_dict_and_format(two_files):
 
 
 # ------------------------------------------------------------------ streaming
-@pytest.mark.slow
 def test_streaming_memory_stays_bounded(tmp_path):
     """Pass 1 keeps ~13 bytes per row, not the texts (dedup briefly needs ~35):
     peak traced memory for a 200k-review file (~100 MB of text) must be a small

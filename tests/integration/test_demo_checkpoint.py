@@ -43,8 +43,6 @@ def test_plain_transformers_pipeline_loads_the_demo():
     assert good["label"] in ("4 stars", "5 stars")
 
 
-@pytest.mark.integration
-@pytest.mark.slow
 def test_card_matches_a_fresh_evaluation(demo_evaluation):
     from reviewbert.training.card import fmt, read_card_metrics
     card = read_card_metrics(DEMO / "README.md")
@@ -105,7 +103,6 @@ def test_app_opens_on_the_demo_and_samples_built_in_examples(monkeypatch, tmp_pa
     assert "Predicted:" in body
 
 
-@pytest.mark.integration
 def test_app_samples_the_demo_test_split_when_data_is_configured(monkeypatch, tmp_path, data_dir):
     at = _open_app(monkeypatch, _demo_elsewhere(tmp_path), data_dir)
     body = _sample(at)
@@ -113,8 +110,6 @@ def test_app_samples_the_demo_test_split_when_data_is_configured(monkeypatch, tm
     assert "Predicted:" in body and "True rating" in body
 
 
-@pytest.mark.browser
-@pytest.mark.slow
 def test_fresh_clone_reaches_a_prediction_in_a_browser(tmp_path):
     """`git clone` of the committed tree: only the shipped checkpoints, no ../shared beside it."""
     if not Path(CHROMIUM).exists():
@@ -153,6 +148,8 @@ def test_fresh_clone_reaches_a_prediction_in_a_browser(tmp_path):
         page.set_viewport_size({"width": 1400, "height": 2400})
         page.wait_for_timeout(500)
         page.screenshot(path=str(out / "fresh_clone_demo.png"))
+        page.screenshot(path=str(ROOT / "docs" / "screenshots" / "main.png"),   # README, Predict guide
+                        clip={"x": 0, "y": 0, "width": 1400, "height": 1900})
         ctx.close()
     assert blocked == []
 

@@ -6,15 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from reviewbert.model.checkpoint import load_checkpoint
 from reviewbert.training.runs import read_metrics, read_status
 
 from toyreviews import ROOT, quiet_env, write_toy_csv
 
 
-@pytest.mark.slow
 def test_torchrun_two_cpu_processes_write_one_checkpoint_set(tmp_path, tiny_model_dir):
     toy = write_toy_csv(tmp_path / "toy.csv", n=500)
     run = tmp_path / "run"

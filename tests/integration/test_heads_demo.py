@@ -24,7 +24,7 @@ from reviewbert.model.inference import Predictor
 
 from browser_support import ROOT
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.heads]
+pytestmark = [pytest.mark.heads]
 DEMO = ROOT / "checkpoints" / "demo"
 # 300 reviews, as the issue asks (`make heads`, which CI runs after `make test`: its 72
 # masked re-evaluations were make test's longest setup); REVIEWBERT_HEADS_DEMO_N for fewer

@@ -116,8 +116,6 @@ def demo(tmp_path_factory, demo_evaluation):
     return d, out, first, time.perf_counter() - t0
 
 
-@pytest.mark.integration
-@pytest.mark.slow
 def test_demo_cache_is_written_then_reused(demo, demo_evaluation):
     d, _, first, seconds = demo
     written = demo_evaluation[1]            # `evaluate` wrote the cache, `report` read it
@@ -147,8 +145,6 @@ def test_demo_cache_is_written_then_reused(demo, demo_evaluation):
     assert abs(again["metrics"]["accuracy"] - recorded["accuracy"]) < 0.005
 
 
-@pytest.mark.integration
-@pytest.mark.slow
 @pytest.mark.e2e            # ~50 s on a 2-core AVX2 CPU: out of make test's 15 minutes
 def test_demo_bf16_agrees_with_fp32(tmp_path):
     """bf16 and fp32 pick the same rating for all but at most one review in a sample of
@@ -167,8 +163,6 @@ def test_demo_bf16_agrees_with_fp32(tmp_path):
     assert check["agree"] >= check["n"] - 1, check
 
 
-@pytest.mark.integration
-@pytest.mark.slow
 def test_demo_cleanlab_ranked_list(demo):
     from reviewbert.analysis import lookup
     from reviewbert.data.examples import test_split_examples
@@ -190,8 +184,6 @@ def test_demo_cleanlab_ranked_list(demo):
     assert (t["given rating"] != t["predicted"]).mean() > 0.5
 
 
-@pytest.mark.integration
-@pytest.mark.slow
 def test_demo_report_opens_offline(demo):
     _, out, first, _ = demo
     html = out.read_text(encoding="utf-8")

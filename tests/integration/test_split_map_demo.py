@@ -26,7 +26,6 @@ from toyreviews import cli
 # bf16 where the CPU has bf16 units (there it is the default and fast)
 PRECISION = "fp32"
 UMAP_PRECISION = "bf16" if cpu_bf16_units() else "fp32"
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

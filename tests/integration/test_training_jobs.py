@@ -16,7 +16,7 @@ from reviewbert.training import runs as R
 
 from launch_support import state, values, wait
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e]
 
 
 def test_launch_stop_resume_and_queue_on_real_data(tmp_path, data_dir, monkeypatch):

@@ -12,7 +12,6 @@ import torch
 
 from reviewbert.whatif import counterfactuals as W
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
 DEMO = Path(__file__).resolve().parents[2] / "checkpoints" / "demo"
 
 

@@ -18,7 +18,7 @@ from reviewbert.viz.bertviz_view import head_view_html, head_view_tokens, last_w
 SENTENCE = "time flies like an arrow, said the unboxing video"
 
 
-@pytest.fixture(scope="module", params=["tiny", pytest.param("minilm", marks=pytest.mark.integration)])
+@pytest.fixture(scope="module", params=["tiny", "minilm"])
 def predictor(request, tiny_model_dir):
     torch.manual_seed(0)
     if request.param == "tiny":

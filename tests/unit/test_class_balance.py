@@ -133,7 +133,6 @@ def test_three_labels_and_rebuild_from_meta(imbalanced):
     assert texts(splits_from_meta({"data": old}).train) == texts(by_mode["undersample"].train)
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("cap,titles", [(None, False), (2500, True)],
                          ids=["all", "capped-with-titles"])
 def test_validation_and_test_are_undersample_s_on_the_real_files(data_dir, cap, titles):

@@ -334,8 +334,6 @@ def test_reading_names_agreement_punctuation_and_evidence_against():
 
 
 # ------------------------------------------------------------ demo checkpoint
-@pytest.mark.integration
-@pytest.mark.slow
 def test_all_methods_on_real_test_reviews_of_32_and_256_tokens(data_dir):
     """The shipped demo checkpoint on its own test split: one review of about 32
     tokens and one cut to 256 (the demo reads 128; positions allow 512)."""

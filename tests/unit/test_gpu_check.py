@@ -62,7 +62,6 @@ def test_the_report_and_checks_of_a_gpu_run(gpu_check):
     assert "- PASS: queue names the GPU" in text
 
 
-@pytest.mark.slow
 def test_every_step_runs_on_the_cpu(gpu_check, tmp_path, capsys, monkeypatch):
     """--cpu-dry-run: each step's code, on the CPU with a small model (figures mean nothing)."""
     monkeypatch.setenv("REVIEWBERT_QUEUE_DIR", str(tmp_path / ".queue"))

@@ -84,7 +84,6 @@ def test_fallback_path_matches_fast_path(tiny):
     np.testing.assert_allclose(a.probs, b.probs, atol=1e-5)
 
 
-@pytest.mark.integration
 def test_fast_path_equals_plain_fp32_eager(minilm):
     """The speed-ups change nothing: same class, attention within 0.01 of plain eager."""
     assert FastBertForward.supports(minilm.model)

@@ -83,7 +83,6 @@ def test_reused_pid_is_killed(tmp_path):
 
 
 # ------------------------------------------------------------------------- queue
-@pytest.mark.slow
 def test_queue_one_run_at_a_time_in_launch_order_and_cancel(tmp_path, toy, tiny_model_dir,
                                                             monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

@@ -426,7 +426,6 @@ def test_batched_ig_equals_the_one_review_path(tiny_predictor):
         assert abs(rel - ref.relative_delta) * abs(ref.output_diff) <= 8 * np.finfo(np.float32).eps
 
 
-@pytest.mark.integration
 def test_batched_ig_relative_delta_on_the_demo():
     """On the shipped demo, where 8 steps leave a real delta (not float32 rounding, as on
     the tiny model above), the batched path's relative delta is the one-review path's."""

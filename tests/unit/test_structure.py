@@ -284,3 +284,15 @@ def test_every_module_that_builds_plotly_figures_imports_pandas_first():
                 bad.append(f"{path.relative_to(ROOT)}:{use.lineno}")
     assert not bad, f"Plotly used without pandas imported first: {bad}"
     assert memo, "no module builds a Plotly figure: the test reads nothing"
+
+
+ROOT_MODULES = {"__init__", "__main__", "config", "errors", "fsio", "progress"}
+"""What everything shares; anything else lives in the package named for what it is."""
+
+
+def test_the_root_holds_only_what_everything_shares():
+    root = {p.stem for p in PKG.glob("*.py")}
+    assert root == ROOT_MODULES, f"move {sorted(root - ROOT_MODULES)} into a package"
+    packages = {p.name for p in PKG.iterdir() if (p / "__init__.py").is_file()}
+    assert {"model", "data", "training", "explain", "whatif", "heads", "anatomy", "analysis",
+            "viz", "store", "server", "cli", "ui"} <= packages, packages

@@ -81,7 +81,6 @@ def test_small_repetitive_gzip_files_are_not_bombs(tmp_path):
     assert len(list(iter_reviews(p))) == 100_000
 
 
-@pytest.mark.slow
 def test_bombs_stay_small_in_memory_and_time(bombs, tmp_path):
     script = tmp_path / "read_bombs.py"
     script.write_text(
@@ -103,7 +102,6 @@ def test_bombs_stay_small_in_memory_and_time(bombs, tmp_path):
     assert stats["seconds"] < 60, stats         # ... and minutes
 
 
-@pytest.mark.slow
 def test_cli_train_refuses_a_bomb_in_one_line(bombs, tmp_path):
     """`train --data bomb.json.gz`: exit 2, one line, no traceback, memory as for a tiny
     bad file (the same command on a 1 KB file with no rating column is the baseline)."""
@@ -123,7 +121,6 @@ def test_cli_train_refuses_a_bomb_in_one_line(bombs, tmp_path):
     assert status["state"] == "failed" and "compression bomb" in status["message"]
 
 
-@pytest.mark.slow
 def test_upload_of_a_bomb_is_refused_and_leaves_nothing(bombs, tmp_path):
     """save_upload (both upload widgets call it) reads a preview: the bomb must stop it
     early; the data report of the training page (build_splits) stops too."""

@@ -56,7 +56,6 @@ def test_loader_raises_checkpoint_error_only(broken, name):
         load_checkpoint(broken[name])
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["labels-differ"])
 def test_cli_process_prints_no_traceback_and_no_load_report(broken, name, tmp_path):
     """In a real process, so transformers' own logging (its multi-line load report for

@@ -92,14 +92,12 @@ def _assert_history_is_a_prefix(run: Path, why: str) -> None:
     assert steps == sorted(set(steps)), (why, steps)
 
 
-@pytest.mark.slow
 @pytest.mark.faults
 def test_ten_kills_at_random_points_and_resume_every_time(tmp_path, tiny_model_dir):
     kill_loop(tmp_path, tiny_model_dir,
               ["step"] * 4 + ["evaluate"] * 2 + ["save-write"] * 2 + ["save-swap"] * 2)
 
 
-@pytest.mark.slow
 @pytest.mark.faults
 def test_four_kills_one_at_each_kind_of_point(tmp_path, tiny_model_dir):
     kill_loop(tmp_path, tiny_model_dir, ["step", "evaluate", "save-write", "save-swap"])

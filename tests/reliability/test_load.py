@@ -86,7 +86,6 @@ def test_the_head_view_travels_as_weights_not_as_an_html_page():
 
 
 @pytest.mark.load
-@pytest.mark.slow
 def test_sessions_while_training(tmp_path, tiny_model_dir):
     from load import run_load
     write_toy_csv(tmp_path / "toy.csv", n=300)
@@ -112,7 +111,6 @@ def test_sessions_while_training(tmp_path, tiny_model_dir):
 
 
 @pytest.mark.load
-@pytest.mark.slow
 def test_saturate_counts_runs_that_drew_their_own_review(tmp_path):
     """bench/load.py's capacity phase: sessions pressing Predict back to back. Every run it
     counts drew that session's review; the rate is runs over the window's wall time."""

@@ -72,13 +72,11 @@ def full_run(tmp_path_factory, toy, tiny_model_dir):
     return run, proc
 
 
-@pytest.mark.slow
 def test_injected_enospc_stops_the_run_and_keeps_the_previous_checkpoint(full_run):
     run, proc = full_run
     _assert_failed_cleanly(proc, run, saved_step=10)
 
 
-@pytest.mark.slow
 def test_the_train_page_shows_the_failure(full_run, monkeypatch, tmp_path):
     run, _ = full_run
     monkeypatch.setenv("REVIEWBERT_CHECKPOINTS", str(run.parent))
@@ -93,7 +91,6 @@ def test_the_train_page_shows_the_failure(full_run, monkeypatch, tmp_path):
     assert any(b.key == "resume_btn" for b in at.button)  # and it offers to continue
 
 
-@pytest.mark.slow
 def test_resume_after_space_is_freed_finishes(full_run):
     run, _ = full_run
     proc = subprocess.run([sys.executable, "-m", "reviewbert", "train", "--resume", "--out",
@@ -142,7 +139,6 @@ def small_disk(tmp_path):
         subprocess.run([shutil.which("umount") or "umount", "-l", str(mnt)], capture_output=True)
 
 
-@pytest.mark.slow
 def test_a_real_full_tmpfs(small_disk, toy, tiny_model_dir):
     run = small_disk / "run"
     proc = _train(run, toy, tiny_model_dir)

@@ -58,7 +58,6 @@ def toy(tmp_path_factory):
     return write_toy_csv(tmp_path_factory.mktemp("toy") / "toy.csv", n=500)
 
 
-@pytest.mark.slow
 def test_sigkill_mid_epoch_then_resume_continues_exactly(tmp_path, toy, tiny_model_dir):
     run = tmp_path / "killed"
     args = [sys.executable, "-m", "reviewbert", "train", *flags(toy, tiny_model_dir),
@@ -119,7 +118,6 @@ def test_sigkill_mid_epoch_then_resume_continues_exactly(tmp_path, toy, tiny_mod
     assert len((run / "steps.jsonl").read_text().splitlines()) == 176
 
 
-@pytest.mark.slow
 def test_sigint_stops_gracefully_and_resume_finishes(tmp_path, toy, tiny_model_dir,
                                                      monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

@@ -29,7 +29,7 @@ from reviewbert.ui import state as S
 from postgres_support import PostgresServer, bin_dir
 from toyreviews import ROOT, quiet_env, write_toy_csv
 
-pytestmark = [pytest.mark.distributed, pytest.mark.slow]
+pytestmark = [pytest.mark.distributed]
 ART = ROOT / "artifacts" / "distributed"
 APP = str(ROOT / "app.py")
 LR_BERT, LR_CLASSIFIER = [1e-5, 5e-5], [1e-3, 1e-2, 1e-1]
