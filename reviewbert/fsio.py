@@ -98,7 +98,7 @@ _fault_hits: dict[str, int] = {}
 
 
 def fault_point(point: str) -> None:
-    """A place where the fault tests (tests/faults/) can step in; outside them it is one
+    """A place where the fault tests (tests/reliability/) can step in; outside them it is one
     environment lookup and returns.
 
     ``$REVIEWBERT_TEST_FAULT`` = ``POINT@N:ACTION``: the N-th time this process

@@ -2,8 +2,9 @@
 
 Modules, one concept each (all plain functions, testable without Streamlit):
 
-- ``predictions``   :func:`predict_split` (batched evaluation through ``reviewbert.evaluate``,
-                    cached) -> :class:`SplitPredictions`; :func:`lookup` (cache only)
+- ``predictions``   :func:`predict_split` (batched evaluation through
+                    ``reviewbert.model.batch_predict``, cached) -> :class:`SplitPredictions`;
+                    :func:`lookup` (cache only)
 - ``cache``         the on-disk prediction cache: every file and field, and its keys
 - ``intervals``     95 % bootstrap intervals of the four metrics (scipy.stats.bootstrap)
 - ``breakdown``     confusion matrix, per-class P/R/F1, one-vs-rest ROC, accuracy by length,
@@ -16,7 +17,7 @@ Modules, one concept each (all plain functions, testable without Streamlit):
 - ``embeddings``    each review's sentence vector ([CLS] or mean, any layer) from the
                     evaluation's own pass, float16, in the same cache
 - ``projection``    PCA (scikit-learn) and UMAP (umap-learn) of the vectors, 2-D/3-D, cached
-- ``neighbours``    cosine nearest neighbours (scikit-learn), agreement, k-NN accuracy
+- ``neighbours``    cosine nearest neighbours (one matrix product in torch), agreement, k-NN accuracy
 - ``map_reading``   what the map shows, in words, backed by neighbour purity and silhouette
 - ``drivers``       per-rating words by batched Integrated Gradients, attention x value norm
                     and raw attention, cached per review
@@ -24,7 +25,7 @@ Modules, one concept each (all plain functions, testable without Streamlit):
 - ``map_summary``   all of the map for the report and ``report --json``
 - ``map_figures``   the projector (WebGL), drivers and slices figures
 
-The page is ``pages/error_analysis.py`` (components in ``reviewbert/ui/error_views.py``);
+The page is ``pages/error_analysis.py`` (components in ``reviewbert/ui/error_analysis.py``);
 the one-file HTML report is ``reviewbert/analysis/html_report.py``.
 """
 from reviewbert.analysis.predictions import SplitPredictions, export_frame, lookup, predict_split, save_export

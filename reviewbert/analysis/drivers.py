@@ -2,7 +2,7 @@
 predicted rating and per (true, predicted) cell.
 
 Methods: the two most faithful on the Faithfulness page, **Integrated Gradients**
-and **attention × value norm** (``explain.py``; ERASER numbers in the README), and
+and **attention × value norm** (``reviewbert/explain/methods.py``; ERASER numbers in the README), and
 beside them **raw attention** (last layer, mean of heads) from the very same pass, so
 the three lists differ by method only. (The Per-rating attention tab has raw
 attention in every layer.) Every review is explained for the class the exact fp32
@@ -13,7 +13,7 @@ reviews*: reviews with the same number of tokens go through Captum's
 ``LayerIntegratedGradients`` together (no padding, so each review's attributions
 are exactly its own; ``tests/unit/test_split_map.py`` checks them against the
 one-review path), their interpolation steps packed ~1,024 tokens per forward +
-backward pass, as ``explain.IntegratedGradients`` packs one review's. Reviews whose
+backward pass, as ``reviewbert.explain.methods.IntegratedGradients`` packs one review's. Reviews whose
 convergence delta stays above 5 % are redone with twice the steps, up to
 ``ig_max_steps``, like the Predict page's. Attention × value norm and raw attention
 come from the predictor's own fp32 pass (``Prediction.values``, no second pass).

@@ -23,7 +23,7 @@ from reviewbert.model.metrics import compute_metrics, macro_auc
 
 METRICS = ("loss", "auc", "accuracy", "relaxed_accuracy")
 N_RESAMPLES = 1000
-AUC_RESAMPLES = 300     # each one is a scikit-learn call; 300 keeps the page under ~2 s
+AUC_RESAMPLES = 300     # fewer than N_RESAMPLES: each one is a scikit-learn call, and the page waits
 
 
 @dataclass(frozen=True)

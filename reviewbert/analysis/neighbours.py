@@ -11,11 +11,11 @@ says how well those neighbourhoods separate the ratings, without the classifier 
 
 Search is exact and brute force: every cosine similarity as one matrix product of the
 unit vectors (torch, in row blocks of at most 64 MB), then ``torch.topk``. The issue
-allowed scikit-learn's ``NearestNeighbors`` or an exact matrix product; scikit-learn's
-brute cosine search took 4.6-4.9 s for the 10,000 x 10,000 pairs of a 10,000-review
-split on a 2-core EPYC, the product 0.8 s, which is what the Map tab's first open
-waits for. ``tests/unit/test_split_map.py`` checks it against a plain double loop and
-against ``NearestNeighbors``.
+allowed scikit-learn's ``NearestNeighbors`` or an exact matrix product; the product is
+several times quicker than scikit-learn's brute cosine search, and it is what the Map
+tab's first open waits for (bench/split_map.py times that first open).
+``tests/unit/test_split_map.py`` checks it against a plain double loop and against
+``NearestNeighbors``.
 """
 from __future__ import annotations
 

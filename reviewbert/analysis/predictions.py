@@ -1,5 +1,6 @@
-"""A whole split's predictions, computed once (batched, through ``reviewbert.evaluate``)
-and kept in the prediction cache (``analysis/cache.py``, where the format is written down).
+"""A whole split's predictions, computed once (batched, through
+``reviewbert.model.batch_predict``) and kept in the prediction cache
+(``reviewbert/analysis/cache.py``, where the format is written down).
 
 :func:`predict_split` is the one entry point: the error-analysis page, ``evaluate``,
 ``report`` and the Predict page's "Only misclassified" sampler all go through it

@@ -3,10 +3,11 @@
 Methods are the field's: scikit-learn's ``PCA`` and umap-learn's ``UMAP`` (nothing
 written here but the call). Vectors are first scaled to unit length, so both see
 the cosine geometry the neighbours use (``analysis/neighbours.py``); UMAP's metric
-is cosine too. PCA is exact and instant (under a second for 10,000 reviews). UMAP
-keeps local neighbourhoods better and costs seconds; umap-learn compiles its numba
-kernels on first use in a process (numba caches them on disk, so the compile is paid
-once per installation), and imports in a few seconds: it is imported only here.
+is cosine too. PCA is exact and all but instant. UMAP keeps local neighbourhoods
+better and costs far more (bench/split_map.py times both, and UMAP's first compile);
+umap-learn compiles its numba kernels on first use in a process (numba caches them on
+disk, so the compile is paid once per installation), and its import is slow: it is
+imported only here.
 
 Projections are cached beside the vectors they project
 (``projection-<V>-<method>-<d>d-<P>.npy``, layout in ``analysis/cache.py``), so a

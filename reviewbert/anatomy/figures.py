@@ -1,6 +1,6 @@
 """Figure builders for the "Inside BERT" page: anatomy results in, Plotly figures out.
 
-Pure functions, no Streamlit (like ``figures.py``). Every matrix is a heatmap
+Pure functions, no Streamlit (like ``reviewbert/viz/figures.py``). Every matrix is a heatmap
 whose hover gives the row (token), the column and the exact value; small
 matrices also print their numbers in the cells, which is what a class reads
 off a projector. Rows are placed at integer positions with the tokens as tick

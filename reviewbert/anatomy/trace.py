@@ -26,7 +26,8 @@ float32 numpy:
 
 Every size comes from ``model.config`` (:class:`Dims`): 384 = 12 × 32 for MiniLM,
 768 = 12 × 64 for bert-base. Nothing here draws or imports Streamlit; the figures
-are in ``anatomy_figures.py``, the page in ``ui/teaching.py``.
+are in ``reviewbert/anatomy/figures.py``, the page in ``pages/inside_bert.py`` (its parts in
+``reviewbert/ui/inside_bert.py``).
 
 Supported: ``BertForSequenceClassification`` with absolute positions (every
 ReviewBERT checkpoint); :func:`unsupported_reason` says why another model is not.

@@ -39,7 +39,7 @@ from reviewbert.data.data_report import (
     FileReport,
 )
 
-try:  # orjson parses bytes ~3x faster than json; both give the same objects.
+try:  # orjson parses bytes faster than json (bench/ingest.py reads with it); both give the same objects.
     import orjson
     _loads = orjson.loads
 except ImportError:  # pragma: no cover - orjson is in requirements.txt
@@ -49,9 +49,8 @@ MAX_RECORD_BYTES = 1 << 20
 """A JSON line or CSV field longer than this is skipped ("line too long")."""
 MAX_DOCUMENT_BYTES = MAX_RECORD_BYTES
 """A pretty-printed JSON array is streamed one element at a time (memory: one
-element, not the document); an element longer than this is skipped as "line too
-long". (It was once the cap on a whole document loaded at once: a 50 MB upload of
-``[{},{},...]`` took over 1 GB to load.)"""
+element, not the document, which loaded whole takes many times its size as Python
+objects); an element longer than this is skipped as "line too long"."""
 MAX_GZIP_RATIO = 100
 """A gzip stream that expands more than this many times its compressed size is
 refused as a compression bomb. Review text compresses 3-10x; a bomb ~1000x

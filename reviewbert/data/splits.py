@@ -182,9 +182,9 @@ def _scan_file(src: _Source, hashes: array, stars: array, rows: array,
 def _count_tokens(tokenizer, texts: list[str]) -> list[int]:
     """Tokens per text, without [CLS]/[SEP], one batched call.
 
-    The Rust backend's ``encode_batch_fast`` (no offsets) is ~2.5x faster than
-    the Python wrapper; it is used only when no truncation or padding is set on
-    it, so the counts are the same.
+    The Rust backend's ``encode_batch_fast`` is faster than the Python wrapper: it
+    builds no offsets, which a count does not need.
+    It is used only when no truncation or padding is set on it, so the counts are the same.
     """
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None and backend.truncation is None and backend.padding is None:

@@ -106,9 +106,9 @@ up to this many: Gauss-Legendre's error on these integrands is uneven (on one
 either slow everywhere or wrong somewhere."""
 IG_TOKENS_PER_BATCH = 1024
 """Interpolation steps go through the model together, at most this many tokens per
-batch (8 steps of a 128-token review, 4 of a 256-token one). On this 2-core CPU the
-batch that fits the caches wins: 48 steps of a 256-token review took 6.0 s one step
-per pass, 5.0 s at 2, 4.7 s at 4, 5.0 s at 8, 5.9 s at 16 and 6.7 s all at once."""
+batch (8 steps of a 128-token review, 4 of a 256-token one). On a CPU the batch that
+fits the caches beats both one step per pass and every step at once
+(bench/explain_latency.py times IG as the page runs it)."""
 DELTA_WARN = 0.05
 """Warn when |convergence delta| > 5 % of |f(x) − f(baseline)|."""
 
@@ -227,7 +227,7 @@ def rollout(att: np.ndarray, residual: float = 0.5, row: int | None = None) -> n
     mats = [m / m.sum(axis=-1, keepdims=True) for m in mats]
     if row is not None:
         # One row, from the top layer down: L vector-matrix products instead of L
-        # matrix products (256 tokens: ~1 ms instead of ~25 ms).
+        # matrix products (T times fewer multiplications).
         out = eye[row]
         for m in reversed(mats):
             out = out @ m
@@ -280,7 +280,7 @@ def value_vectors(model, ids: list[int], attentions: np.ndarray, layers: list[in
     block's output before the residual and LayerNorm (``tests/unit/test_explain.py``).
 
     ``values`` [L, T, D]: the value vectors ``x W_V + b_V`` the prediction's own pass
-    kept (``Prediction.values``): then no pass at all (~50 ms less at 256 tokens).
+    kept (``Prediction.values``): then no pass at all (bench/explain_latency.py times it).
     """
     enc = _bert_layers(model)
     device = next(model.parameters()).device
@@ -468,7 +468,8 @@ DELETED = -1
 the row sent to the model simply lacks it, as ERASER's erasure does."""
 LIME_SAMPLES = 200
 """LIME's perturbed reviews per explanation (Captum's default is 50, the lime package's
-5,000). 200 forward passes of a shortened review: about a second at 128 tokens here."""
+5,000): 200 forward passes of a shortened review, batched, keep the button's wait short
+(bench/explain_latency.py and bench/whatif.py time LIME as the page runs it)."""
 LIME_KERNEL_WIDTH = 0.25
 """σ of LIME's exponential kernel exp(−d²/2σ²) on the cosine distance d between the kept-word
 vector and all ones: the lime package's text default (width 25 on 100·d)."""
@@ -700,7 +701,7 @@ def _is_punct(word: str) -> bool:
 def stop_words() -> frozenset[str]:
     """scikit-learn's English stop words, read from its data module alone
     (``sklearn/feature_extraction/_stop_words.py``, one frozenset, no imports):
-    ``sklearn.feature_extraction.text`` imports scikit-learn and scipy, 0.6 s that the
+    ``sklearn.feature_extraction.text`` imports scikit-learn and scipy, an import that the
     Predict page's first explanation waited for. The usual import where that file moved."""
     import importlib.util
     from pathlib import Path

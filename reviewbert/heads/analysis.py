@@ -1,15 +1,15 @@
 """The whole Heads analysis of a checkpoint on a set of reviews: four stages, cached, one
 result, and what it says in plain words.
 
-Stages (each saved as it finishes, ``heads_cache.py``; an interrupted run goes on
+Stages (each saved as it finishes, ``reviewbert/heads/cache.py``; an interrupted run goes on
 from the last one):
 
-1. ``importance``: Michel et al.'s gradient score of every head (``heads.importance``);
-2. ``masking``: the check, every head masked alone (``heads.masking_drops``);
-3. ``pruning``: the pruning curves in three orders (``heads.pruning_curves``);
+1. ``importance``: Michel et al.'s gradient score of every head (``importance.importance``);
+2. ``masking``: the check, every head masked alone (``importance.masking_drops``);
+3. ``pruning``: the pruning curves in three orders (``importance.pruning_curves``);
 4. ``attention``: the atlas of the fine-tuned model's attention and the
-   Jensen–Shannon divergence from the base model's (``head_roles.py``), one pass over
-   the reviews through both.
+   Jensen–Shannon divergence from the base model's (``reviewbert/heads/roles.py``), one
+   pass over the reviews through both.
 
 :class:`HeadsResult` holds it all; :meth:`HeadsResult.to_json` is the last line of
 ``reviewbert heads --json`` and the cached ``result.json`` (layers and heads 0-based in

@@ -1,4 +1,4 @@
-"""Figures of the Heads page: plain results in (``head_analysis.HeadsResult``), Plotly out.
+"""Figures of the Heads page: plain results in (``reviewbert.heads.analysis.HeadsResult``), Plotly out.
 
 Every layers × heads heatmap has layer 1 at the top and head 1 on the left, numbered
 from 1; a cell's x and y are the head's and the layer's 0-based positions (what a click

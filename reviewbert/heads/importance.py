@@ -32,7 +32,8 @@ the least important, the most important or random heads masked together, 10 … 
 of them, each a pass over the reviews. Both run in the evaluation ``precision``
 (bf16 on a CPU with bf16 units, as the Error analysis page's pass; its own baseline).
 
-The whole analysis, its cache and its JSON: :func:`analyze` (with ``heads_cache.py``).
+The whole analysis, its cache and its JSON: ``reviewbert.heads.analysis.analyze`` (with
+``reviewbert/heads/cache.py``).
 """
 from __future__ import annotations
 
@@ -53,8 +54,9 @@ FRACTIONS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 RANDOM_DRAWS = 5
 """Random orders averaged in the pruning curve (the band is their min–max)."""
 TOKENS_PER_BATCH = 1024
-"""Reviews are batched by length up to this many (padded) tokens per pass: on this 2-core
-CPU a pass over 60 reviews took 0.95 s in batches of 1,024 tokens, 1.44 s in 4,096."""
+"""Reviews are batched by length up to this many (padded) tokens per pass: on a CPU,
+batches this size made the pass quicker than four times larger ones
+(bench/heads.py times the importance pass)."""
 MASK_GROUP_TOKENS = 4096
 """The masking check runs several heads of a layer side by side, up to this many tokens."""
 MICHEL_FRACTION = 0.4

@@ -92,7 +92,7 @@ def eval_loader(dataset: EncodedDataset, batch_size: int, pad_id: int,
     sub = EncodedDataset([dataset.ids[i] for i in order], [dataset.labels[i] for i in order])
     return DataLoader(sub, batch_size=batch_size, shuffle=False,
                       collate_fn=PadCollator(pad_id), num_workers=num_workers,
-                      generator=torch.Generator())  # leave the global RNG alone (see train.py)
+                      generator=torch.Generator())  # leave the global RNG alone (see training/setup.py)
 
 
 def _autocast(model, precision: str):

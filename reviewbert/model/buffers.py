@@ -1,11 +1,12 @@
 """Reused memory for the large arrays a prediction returns: its [L, H, T, T] attention.
 
 Why. The app server maps every block of 4 MB or more afresh and unmaps it on free
-(:mod:`reviewbert.server.allocator`, which keeps its RSS from creeping), so each new
-256-token prediction's 19 MB attention array paid ~4,800 page faults as the forward
-pass first wrote it: 8-10 ms of a 65-75 ms forward pass (``resource.getrusage``
-minor faults and thread CPU, one thread, 2-core AMD EPYC). Predictions shared by
-the sessions live in a cache (``ui/predict.shared_prediction``); once it is full,
+(:mod:`reviewbert.server.allocator` does it, so that the server's memory stops creeping).
+So each new 256-token prediction's 19 MB attention array paid ~4,800 page faults (one
+per 4 KiB page) as the forward pass first wrote it, a visible share of that pass's time
+(``resource.getrusage`` counts the minor faults; bench/predict_latency.py times the
+pass). Predictions shared by the sessions live in a cache
+(``reviewbert/ui/predict.py``, ``shared_prediction``); once it is full,
 every new prediction evicts one. Here the evicted array's memory goes back to a
 small pool instead of to the system, already faulted in, and the next prediction
 writes into it.

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import torch
 
 META_FILE = "reviewbert.json"
-"""How a checkpoint (and its run folder) was trained; its format is in runs.py."""
+"""How a checkpoint (and its run folder) was trained; its format is in training/runs.py."""
 
 
 # ----------------------------------------------------------------------- base model
@@ -202,7 +202,7 @@ def load_checkpoint(path: str | os.PathLike, device: torch.device | None = None,
     """Load (model, tokenizer, info) from a ReviewBERT checkpoint, safetensors only.
 
     fp16/bf16 weights (the compact demo checkpoint) are upcast to fp32 on CPU. A
-    checkpoint with heads removed (``pruned_heads`` in config.json, see pruning.py) is
+    checkpoint with heads removed (``pruned_heads`` in config.json, see model/pruning.py) is
     built by :func:`reviewbert.model.pruning.load_pruned`.
     """
     import torch
@@ -292,9 +292,9 @@ PLAIN_LOAD_ENV = "REVIEWBERT_PLAIN_LOAD"
 def load_plain(path: str | os.PathLike, accepts=None):
     """(PlainBert, tokenizer, info) for a checkpoint that :mod:`reviewbert.model.plain_bert`
     reads exactly (and whose config ``accepts``), without transformers' modeling code
-    (2 s and 135 MB less at start-up) and, where :mod:`reviewbert.model.plain_tokenizer` reads
-    its tokenizer exactly, without importing transformers at all (1.6 s less); None for
-    any other (then :func:`load_checkpoint`).
+    (its import is most of a start-up's wait and memory: see plain_bert's docstring) and,
+    where :mod:`reviewbert.model.plain_tokenizer` reads its tokenizer exactly, without
+    importing transformers at all; None for any other (then :func:`load_checkpoint`).
     The same checks and messages as :func:`load_checkpoint` for a broken folder; CPU, fp32."""
     from reviewbert.model import plain_bert, plain_tokenizer
     if os.environ.get(PLAIN_LOAD_ENV, "1").strip() == "0":
@@ -303,7 +303,7 @@ def load_plain(path: str | os.PathLike, accepts=None):
     plain = plain_bert.read(info.path, accepts)
     if plain is None:
         return None
-    tok = plain_tokenizer.read(info.path, hf_tokenizer)   # no transformers: 1.6 s less (its docstring)
+    tok = plain_tokenizer.read(info.path, hf_tokenizer)   # no transformers import (its docstring)
     if tok is None:
         try:
             tok = hf_tokenizer(info.path)

@@ -13,7 +13,7 @@
 
 torch is imported by the functions that use it, not by the module: the app's frame
 imports this module (through the checkpoint list) before its first paint, and torch's
-import takes a second that the page should not wait for.
+import is a wait that the page should not make.
 """
 from __future__ import annotations
 
@@ -81,7 +81,7 @@ def cpu_bf16_units(cpuinfo: str = "/proc/cpuinfo") -> tuple[str, ...]:
 
 def cpu_description(cpuinfo: str = "/proc/cpuinfo") -> str:
     """This CPU in words, for reports of how long something took: cores, model and bf16
-    units (they decide bf16's speed), e.g. "2-core AMD EPYC (avx512_bf16)"."""
+    units (they decide bf16's speed), as ``"<cores>-core <model name> (<bf16 units>)"``."""
     import platform
     model = platform.processor() or platform.machine()
     try:
@@ -109,9 +109,9 @@ def resolve_precision(precision: str, device) -> str:
 
 def resolve_mixed_precision(mixed_precision: str, device) -> str:
     """Training: ``"auto"`` → ``"bf16"`` where bf16 autocast is measured faster at the same
-    accuracy: a CPU with AMX-BF16 or AVX512-BF16 units (the README's "bf16 training on a
-    CPU" gives the step times and the accuracy of the demo recipe both ways) or a CUDA GPU
-    that supports bf16; ``"no"`` (fp32) elsewhere, where bf16 is emulated on a CPU and
+    accuracy: a CPU with AMX-BF16 or AVX512-BF16 units (bench/train_precision.py times a
+    step both ways; the model card's ablation table gives the demo recipe's accuracy both
+    ways) or a CUDA GPU that supports bf16; ``"no"`` (fp32) elsewhere, where bf16 is emulated on a CPU and
     slower. Any other value is returned as given."""
     if mixed_precision != "auto":
         return mixed_precision
@@ -140,12 +140,12 @@ def prepare_cuda(device) -> None:
     """Process-wide settings for ReviewBERT's work on a CUDA ``device`` (nothing elsewhere).
 
     cuDNN's backend for ``scaled_dot_product_attention``, PyTorch's first choice on Hopper,
-    builds a graph for every new sequence length it meets: 0.2 to 3.2 s each for a
-    bert-base step on an H200 (``bench/gpu_check.py`` and its diagnosis, stop 34), against
-    0.03 s once built. Dynamic padding over length-grouped batches meets a new length at
-    almost every step of a first epoch, so ReviewBERT's bf16 training went at 173 reviews/s
-    with it and 656 without (bert-base, 256 tokens, batch 32; HF Trainer: 509). The flash
-    and memory-efficient kernels, next in PyTorch's order, need no such build.
+    builds a graph for every new sequence length it meets, and a build costs many times
+    the step it serves. Dynamic padding over length-grouped batches meets a new length at
+    almost every step of a first epoch, so with that backend ReviewBERT's bf16 training
+    was several times slower than without it, and slower than HF Trainer's
+    (``bench/gpu_check.py`` measures both ways). The flash and memory-efficient kernels,
+    next in PyTorch's order, need no such build.
     """
     import torch
     if torch.device(device).type == "cuda":
@@ -160,8 +160,8 @@ def set_training_threads(accelerator) -> None:
     A run started by ``runs.launch`` (the training page), alone on a CPU, leaves
     room for the app beside it: nice +10 and one core fewer
     (REVIEWBERT_TRAIN_NICE / REVIEWBERT_TRAIN_THREADS override), so that a
-    prediction on the main page stays within ~3x its idle time
-    (bench/predict_while_training.py).
+    prediction on the main page stays close to its idle time
+    (bench/predict_while_training.py measures how close).
     """
     if accelerator.device.type != "cpu":
         return
@@ -192,8 +192,8 @@ def lower_priority(nice: int) -> None:
     Why SCHED_IDLE and not nice alone: a prediction runs an OpenMP region on every core
     and waits at its barriers for its slowest thread. With nice +10, the thread that
     shares a core with training still waits for the scheduler's time slice, and a
-    256-token prediction took 11x its idle time on 2 cores
-    (bench/predict_while_training.py); a SCHED_IDLE thread yields its core at once.
+    prediction took many times its idle time (bench/predict_while_training.py); a
+    SCHED_IDLE thread yields its core at once.
     """
     if nice <= 0:
         return
@@ -223,8 +223,8 @@ def cpu_threads(n: int | None):
 
     Why: a prediction's OpenMP region waits at its barriers for its slowest thread;
     while a background training holds one of the cores, a thread scheduled there makes
-    a 256-token prediction ~4x slower than idle even with the trainer in SCHED_IDLE.
-    One thread fewer, only while a run trains, keeps it under 2x
+    a prediction several times slower than idle even with the trainer in SCHED_IDLE.
+    One thread fewer, only while a run trains, keeps it near its idle time
     (bench/predict_while_training.py).
 
     torch's thread count is per process (a new thread, such as the one Streamlit runs
@@ -254,16 +254,15 @@ def cpu_threads(n: int | None):
 
 def threads_for_one_review(busy: bool) -> int:
     """The thread count for the app's work on one review (a prediction, its explanations,
-    its what-if edits): half the cores (one on a 2-core CPU), one fewer than that while a
+    its what-if edits): half the cores (one of two), one fewer than that while a
     run trains on the CPU.
 
     Why not every core: the server's parallelism is its sessions, and one review's
-    OpenMP regions are short. In the app server on 2 cores, a 256-token forward pass with
-    two threads took 100-165 ms against 20 ms alone, its softmax waiting at OpenMP
-    barriers for a core that the event loop, another session or the browser held
-    (py-spy --native); with one thread it took 55 ms, and the Predict page's server CPU
-    per 256-token click fell from 250-280 ms to 160-180 ms (spinning OpenMP threads
-    included)."""
+    OpenMP regions are short. In the app server, a forward pass on every core waits at
+    OpenMP barriers (its softmax) for a core that the event loop, another session or the
+    browser holds, and it took longer than on fewer threads; fewer threads also cut the
+    server's CPU per Predict click (spinning OpenMP threads included), which
+    bench/first_second.py measures (``server_cpu_ms_256``)."""
     return max(1, _threads_before_blocks() // 2 - (1 if busy else 0))
 
 

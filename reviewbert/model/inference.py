@@ -264,12 +264,13 @@ class FastBertForward:
         self.cls = (sd["classifier.weight"], sd["classifier.bias"])
         self.exact_gelu = cfg.hidden_act == "gelu"
         on_cpu = self.word.device.type == "cpu" and self.word.dtype == torch.float32
-        # the attention arrays' memory, reused once a prediction is dropped (buffers.py)
+        # the attention arrays' memory, reused once a prediction is dropped (model/buffers.py)
         self.buffers = BufferPool(spare=1) if on_cpu else None
         self.packed = on_cpu and _mkldnn_ok()
         if self.packed:
-            # oneDNN with weights reordered once: same fp32 math, ~25% faster GEMMs on CPU,
-            # and the exact (erf) GELU fused into the first feed-forward matmul.
+            # oneDNN with weights reordered once: same fp32 math, faster GEMMs on CPU
+            # (bench/predict_latency.py), and the exact (erf) GELU fused into the first
+            # feed-forward matmul.
             for p in self.layers:
                 for k in ("wqkv", "wqk", "wv", "wo", "wi", "wo2"):
                     if p["h"] or k in ("wi", "wo2"):     # a layer with no head left: no Q/K/V/O
@@ -277,11 +278,11 @@ class FastBertForward:
 
     def _linear(self, x, w, b, gelu: bool = False):
         if self.packed:
-            # oneDNN builds and caches a primitive for every row count it meets, ~1.2 MB
-            # a length that stays for good: 100 reviews of 100 lengths grew the process
-            # by 118 MB (a 512-token model could reach ~600 MB). Rows padded to a
-            # multiple of ROW_BUCKET: at most max_length / 16 shapes (15 MB for those
-            # 100 reviews); same latency, warm or on a new length (25 ms at 128 tokens).
+            # oneDNN builds and caches a primitive for every row count it meets, and
+            # keeps it for good: a server meeting every length would grow with each one.
+            # Rows padded to a multiple of ROW_BUCKET: at most max_length / 16 shapes,
+            # and the latency is the same, warm or on a new length (bench/memory.py
+            # measures the server's memory, bench/predict_latency.py the latency).
             n = x.shape[0]
             m = n if n == 1 else -(-n // ROW_BUCKET) * ROW_BUCKET
             if m != n:
@@ -302,8 +303,8 @@ class FastBertForward:
 
     def warm_up(self, max_length: int) -> None:
         """One pass per padded row count, so that oneDNN builds every primitive now: a
-        server then reaches its steady memory at load (these are ~10 MB, built over the
-        first dozens of predictions otherwise), and no prediction pays for a new one."""
+        server then reaches its steady memory at load (they are built over the first dozens
+        of predictions otherwise), and no prediction pays for a new one."""
         for rows in self.row_shapes(max_length):
             self(torch.zeros(rows, dtype=torch.long, device=self.word.device))
         if self.buffers is not None:    # the first long review's attention finds its pages
@@ -520,7 +521,7 @@ class Predictor:
     @classmethod
     def from_checkpoint(cls, path, device=None, fast: bool = True) -> "Predictor":
         """The checkpoint's Predictor. On the CPU, a plain BERT classifier (the ones
-        ReviewBERT trains) is read without transformers' modeling code (plain_bert.py):
+        ReviewBERT trains) is read without transformers' modeling code (model/plain_bert.py):
         the transformers model is built when a view first asks for :attr:`model`."""
         device = torch.device(device) if device is not None else pick_device()
         loaded = (load_plain(path, FastBertForward.supports_config)
@@ -581,9 +582,10 @@ class Predictor:
 
     BATCH_TOKENS = 2048
     """:meth:`batch_logits` sends at most this many padded tokens through the model at
-    once: 8 rows of 256 tokens, 64 of 32. On this 2-core CPU a 256-token row costs about
-    the same alone or in a batch (its matrices already fill the cores: 37 vs 35 ms in
-    fp32, one thread); short rows gain several times from company."""
+    once: 8 rows of 256 tokens, 64 of 32. On a CPU a 256-token row costs about the same
+    alone or in a batch (its matrices already fill the cores); short rows gain several
+    times from company (bench/whatif.py times the batched searches against one pass at a
+    time)."""
 
     @torch.inference_mode()
     def batch_logits(self, rows: list[list[int]], precision: str = "fp32",
@@ -645,7 +647,7 @@ class Predictor:
 
     @property
     def row_memo(self) -> RowMemo:
-        """The logits of rows :meth:`batch_logits` read with ``remember`` (row_memo.py)."""
+        """The logits of rows :meth:`batch_logits` read with ``remember`` (model/row_memo.py)."""
         memo = self.__dict__.get("_row_memo")
         return memo if memo is not None else self.__dict__.setdefault("_row_memo", RowMemo())
 
@@ -676,7 +678,7 @@ class Predictor:
 
     WARM_UP_MAX_LENGTH = 256
     """Row shapes are built ahead up to this many tokens (16 passes for a 256-token model,
-    ~0.2 s for MiniLM); longer ones, rare, are built when first met."""
+    a short wait at load for MiniLM); longer ones, rare, are built when first met."""
 
     def warm_up(self) -> None:
         """The first forward pass pays one-off costs (oneDNN kernels, allocator): pay them now,

@@ -16,7 +16,7 @@ and scores them with the same functions.
 
 Everything is scikit-learn, imported by the functions: training, the CLI and the bulk
 passes import this module, and so does the Predict page's chain (batch_predict), which
-never computes a metric and should not wait for scikit-learn's import (0.7 s with scipy).
+never computes a metric and should not wait for scikit-learn's import (scipy's with it).
 Nothing here knows about torch or the model.
 """
 from __future__ import annotations

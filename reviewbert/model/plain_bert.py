@@ -3,10 +3,11 @@ modeling code: what the Predict page's first load needs, and all of it.
 
 The Predict page predicts with :class:`reviewbert.model.inference.FastBertForward`, which
 needs only the checkpoint's tensors. Building ``BertForSequenceClassification`` first
-cost the first start-up 2.1 s on a 2-core CPU and 135 MB of server memory, nearly all
-of it import: ``from transformers import BertForSequenceClassification`` pulls in
-1,646 modules (``torch._dynamo``, ``torch.distributed.tensor``, sympy, scipy.optimize
-through its loss functions), measured in a fresh process after ``import torch``.
+made the first start-up wait and grew the server's memory, nearly all of it import:
+``from transformers import BertForSequenceClassification`` pulls in 1,646 modules
+(``torch._dynamo``, ``torch.distributed.tensor``, sympy, scipy.optimize through its loss
+functions), counted in a fresh process after ``import torch``. (bench/first_second.py
+times the start-up, bench/memory.py the server's memory.)
 So the app reads a plain BERT here, and the Predictor builds the transformers model
 only when a view needs one (:attr:`reviewbert.model.inference.Predictor.model`).
 

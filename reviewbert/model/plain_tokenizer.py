@@ -3,9 +3,10 @@ importing transformers: what the Predict page's first load needs, and all of it.
 
 The app's background load got the tokenizer from ``AutoTokenizer.from_pretrained``. That
 imports transformers, whose package index reads the source of every model it ships to
-find their names (``define_import_structure``): **1.6-1.7 s** on a 2-core AVX2 CPU (1.0 s
-the import, 0.65 s the tokenizer), against **0.05 s** for the same ``tokenizer.json``
-through ``tokenizers``. A click on Predict made while the model loads waits for it.
+find their names (``define_import_structure``), and that import is most of the
+tokenizer's load; the same ``tokenizer.json`` read through ``tokenizers`` alone takes a
+small fraction of it. A click on Predict made while the model loads waits for it
+(bench/first_second.py times the start-up and that early click).
 
 The Predict page asks a tokenizer for one review's wordpieces, their character offsets
 and words (:meth:`PlainTokenizer.encode_one`), token counts (``backend_tokenizer``, as

@@ -2,7 +2,7 @@
 stopped halfway resumes where it stopped.
 
 LIME and occlusion ask the model about a few hundred shortened copies of one review
-(22 s at 256 tokens on a 2-core AVX2 CPU). On the pages they run under a progress bar,
+(bench/whatif.py times them at 256 tokens). On the pages they run under a progress bar,
 and a click elsewhere stops them at the next batch; before this memo, coming back started
 them from nothing. Their rows are deterministic (occlusion deletes each word in turn,
 LIME's samples are seeded), so a second run asks for the same rows: those read before are

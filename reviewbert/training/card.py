@@ -159,7 +159,7 @@ def _distillation_md(meta: dict) -> list[str]:
         f"Trained on a target that mixes each training review's own label (weight {1 - w:g}) "
         f"with the mean probabilities that {len(teachers)} teacher runs give it (weight {w:g}): "
         "knowledge distillation (Hinton, Vinyals & Dean, 2015; `--teachers` of "
-        "`python -m reviewbert train`, `reviewbert/distill.py`). The teachers were trained "
+        "`python -m reviewbert train`, `reviewbert/training/distill.py`). The teachers were trained "
         "on the same split, checked against their `reviewbert.json`, so none of them saw a "
         "validation or test review. This checkpoint has the size of one teacher. The "
         "teachers train with this card's settings and their own seeds; the last row is this "

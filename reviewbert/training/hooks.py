@@ -71,7 +71,7 @@ class _BufferedSteps(TrainHooks):
 
 
 class StepLog(_BufferedSteps):
-    """steps.jsonl (format: runs.py), the default hook of the main process.
+    """steps.jsonl (format: training/runs.py), the default hook of the main process.
 
     Flushed before every save, so steps.jsonl always reaches the step that last/ holds.
     """

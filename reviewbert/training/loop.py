@@ -1,11 +1,11 @@
-"""The training loop, top to bottom: :func:`train` -> ``setup`` (setup.py: resume state,
-data tokenized once, model, optimizer, Accelerate, run folder) -> per epoch
+"""The training loop, top to bottom: :func:`train` -> ``setup`` (training/setup.py: resume
+state, data tokenized once, model, optimizer, Accelerate, run folder) -> per epoch
 :func:`train_epoch` (steps), :func:`evaluate_epoch` (train subset, validation, test) and
-:func:`record_epoch` (metrics.jsonl, best/, last/). The steps share one ``Run`` (run.py).
-``TrainHooks`` (hooks.py) see every step and epoch; the default ones write steps.jsonl
-and, with ``--report-to tensorboard``, TensorBoard events.
+:func:`record_epoch` (metrics.jsonl, best/, last/). The steps share one ``Run``
+(training/run.py). ``TrainHooks`` (training/hooks.py) see every step and epoch; the default
+ones write steps.jsonl and, with ``--report-to tensorboard``, TensorBoard events.
 
-Why it is fast (the benchmark compares it with HF ``Trainer`` padding every
+Why it is fast (bench/train_throughput.py compares it with HF ``Trainer`` padding every
 review to 256 tokens in batches of 6, as the seed project did):
 
 - reviews are tokenized once, before the first epoch;
@@ -14,7 +14,7 @@ review to 256 tokens in batches of 6, as the seed project did):
   50 batches, sort each by length rank within its class, shuffle the batch
   order), like HF ``group_by_length`` but with the classes mixed in every
   batch, so little of a batch is padding and accuracy per epoch is kept
-  (sampler.py);
+  (training/sampler.py);
 - attention runs through PyTorch's fused SDPA kernel; evaluation runs under
   ``torch.inference_mode`` and walks reviews sorted by length;
 - the per-step loss is read back from the device about once a second, in one

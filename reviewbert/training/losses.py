@@ -59,7 +59,7 @@ def soft_cross_entropy(logits: torch.Tensor, q: torch.Tensor, labels: torch.Tens
 
 
 class DistillLoss(torch.nn.Module):
-    """Knowledge distillation (reviewbert.distill): cross-entropy against
+    """Knowledge distillation (reviewbert.training.distill): cross-entropy against
     ``alpha · teacher + (1 − alpha) · label target`` (one-hot, or ordinal at σ > 0),
     class-weighted like the other losses.
 

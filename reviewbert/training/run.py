@@ -1,5 +1,5 @@
 """What the loop's steps share (:class:`Run`: ``setup`` builds it, the steps advance its
-counters), and the run's reviewbert.json (:func:`build_meta`; format in runs.py)."""
+counters), and the run's reviewbert.json (:func:`build_meta`; format in training/runs.py)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field

@@ -51,7 +51,7 @@ file, left by a SIGKILL mid-append, is skipped). A resumed run first cuts
 metrics.jsonl and steps.jsonl back to the epoch/step that last/ holds, so the
 history it continues has no repeats.
 
-A search (``search.py``) is a folder with ``search.json`` whose trials are run
+A search (``reviewbert/training/search/``) is a folder with ``search.json`` whose trials are run
 folders ``trial-NNNN/`` (each with a ``trial.json``); ``list_runs`` finds them.
 
 The device queue (no daemon; a Streamlit restart changes nothing)::

@@ -2,7 +2,7 @@
 order: resume state -> data (balanced splits, tokenized once) -> teachers -> model ->
 optimizer -> batches -> Accelerate -> the run folder. The order is also the order of
 RNG use, which an exact resume relies on: change it and a resumed run no longer gives
-the weights of one that never stopped (tests/faults/test_resume.py)."""
+the weights of one that never stopped (tests/reliability/test_resume.py)."""
 from __future__ import annotations
 
 import time

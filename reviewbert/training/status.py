@@ -1,4 +1,4 @@
-"""How a run reports its progress: a tqdm bar on stderr and status.json (runs.py's
+"""How a run reports its progress: a tqdm bar on stderr and status.json (training/runs.py's
 format), with one ETA for both."""
 from __future__ import annotations
 

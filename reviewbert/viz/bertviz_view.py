@@ -107,7 +107,8 @@ def _json_for_script(obj) -> str:
 def _int_array_json(a: np.ndarray) -> str:
     """A nested JSON list of integers (digits, commas and brackets only, so nothing to
     escape in a <script>). orjson: ``json.dumps`` of the 166,000 weights of a 48-token
-    6 x 12 view was 40 ms, a tenth of the Predict page's time (py-spy on the server)."""
+    6 x 12 view was a tenth of the Predict page's server time (bench/first_second.py
+    measures the server's CPU per Predict click)."""
     import orjson
     return orjson.dumps(np.ascontiguousarray(a, dtype=np.int64),
                         option=orjson.OPT_SERIALIZE_NUMPY).decode("ascii")
@@ -305,7 +306,7 @@ def component_dir(min_weight: float = MIN_LINE_WEIGHT) -> Path:
     """A folder holding :func:`component_files` for Streamlit to serve: written once into
     the user's cache ($REVIEWBERT_WEB_CACHE, else ~/.cache/reviewbert/web, else the
     temporary folder), named by a hash of its contents, so an upgrade gets a new one.
-    Once per process (reading and hashing the files: ~0.1 s)."""
+    Once per process (it reads and hashes the files)."""
     import hashlib
     import os
     import tempfile

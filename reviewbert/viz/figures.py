@@ -1,4 +1,5 @@
-"""Figure builders: plain results in, Plotly figures out (the highlighted review: highlight.py). No Streamlit.
+"""Figure builders: plain results in, Plotly figures out (the highlighted review is in
+``reviewbert/viz/highlight.py``). No Streamlit.
 
 Columns are placed at integer x positions with the tokens as tick labels: Plotly
 would merge repeated category names ("the", "the") into one column otherwise.
@@ -29,11 +30,12 @@ MAX_TICKS = 64          # more column labels than this overlap; hover still name
 # sized for them, so neither is needed.
 FAST_TICKS = dict(ticklabeloverflow="allow", automargin=False)
 # The look of Streamlit's chart theme in the app's light theme (.streamlit/config.toml),
-# for the token charts, which the app draws with ``theme=None`` (ui/prediction.token_chart):
-# the theme gives every axis title a ``standoff``, and with one plotly.js measures every
-# tick label of the axis to place the title, whether it has a title or not (a clone and a
-# forced layout per label it has not met before: ~80 ms of a 256-token Predict click,
-# whose three token charts carry ~380 new labels).
+# for the token charts, which the app draws with ``theme=None`` (``token_chart`` in
+# reviewbert/ui/prediction_card.py): the theme gives every axis title a ``standoff``, and
+# with one plotly.js measures every tick label of the axis to place the title, whether it
+# has a title or not (a clone and a forced layout per label it has not met before, and a
+# 256-token review's three token charts carry hundreds of new labels; bench/first_second.py
+# times the Predict click).
 FONT = '"Source Sans", sans-serif'
 TEXT, HEADING = "#808495", "#1f2430"
 OWN_TEMPLATE = dict(layout=dict(
@@ -48,8 +50,7 @@ OWN_TEMPLATE = dict(layout=dict(
 def unchecked_figure(data: list[dict], layout: dict) -> go.Figure:
     """``go.Figure`` without Plotly's property-by-property validation, for the figures
     the Predict page builds on every prediction: validating their 12-24 traces and
-    axes was half of their build time (heads figure 35 -> 19 ms at 256 tokens, the
-    [CLS] heatmap and head bars about 5-10 ms each). Traces are plain dicts with their
+    axes was half of their build time. Traces are plain dicts with their
     ``type``. tests/unit/test_figures.py checks that each of these figures passes full
     validation and gives the very JSON the validated figure gives."""
     return go.Figure(data=data, layout=layout, _validate=False)
@@ -61,7 +62,7 @@ DEBIAN_CHROMIUM = Path("/usr/bin/chromium")
 def png_bytes(fig: go.Figure, width: int | None = None, height: int | None = None) -> bytes:
     """The figure as a PNG, through kaleido in a headless Chromium: Debian's where there is
     one and no ``BROWSER_PATH`` names another (kaleido never downloads a browser here).
-    About 3.2-3.6 s a figure on a 2-core AVX2 EPYC (it starts the browser each time)."""
+    Seconds a figure, not milliseconds: kaleido starts a Chromium for each one."""
     if not os.environ.get("BROWSER_PATH") and DEBIAN_CHROMIUM.exists():
         os.environ["BROWSER_PATH"] = str(DEBIAN_CHROMIUM)
     return fig.to_image(format="png", width=width, height=height, scale=1)
@@ -112,7 +113,7 @@ def _stacked_heatmaps(view: ClsView, rows: list[str], wrap: int | None, hover: s
                       ) -> tuple[list, dict, int]:
     """One heatmap per block of ``wrap`` columns, stacked like lines of text, sharing one
     colour axis; their axes laid out by hand as make_subplots(rows=n, cols=1) would
-    (make_subplots and per-row updates took ~40 ms of every Predict rerun)."""
+    (make_subplots and per-row updates were a large share of every Predict rerun)."""
     n_cols = view.values.shape[1]
     chunks = _chunks(n_cols, wrap)
     names = unique_labels(view.labels)
@@ -176,7 +177,7 @@ def heads_figure(view: ClsView, layer: int, wrap: int | None = None) -> go.Figur
     hover = (f"token: %{{x}}<br>layer {layer + 1}, %{{y}}<br>attention: %{{z:.4f}}"
              "<extra></extra>")
     # The heads apart, as strips, and no gap between columns: at 256 tokens a column is
-    # ~3 px, and a third of it was the gap (drawing without it: ~8 ms less a click).
+    # ~3 px, and a third of it was the gap (which also cost drawing time on every click).
     traces, axes, blocks = _stacked_heatmaps(
         view, [f"head {h + 1}" for h in range(n_heads)], wrap, hover, gap_cap=0.12,
         cell_gaps=dict(ygap=2))
@@ -200,7 +201,7 @@ def _color_table() -> tuple[str, ...]:
 def scale_colors(fractions) -> list[str]:
     """The colour scale's colour of each fraction in [0, 1] (clipped), as plotly's
     ``sample_colorscale`` gives it, taken from a table of its 256 levels (8-bit colour
-    anyway): sampling 256 bars one by one cost ~5-9 ms of every Predict run."""
+    anyway): sampling 256 bars one by one was a visible share of every Predict run."""
     table = _color_table()
     idx = np.rint(np.clip(np.nan_to_num(np.asarray(fractions, float)), 0.0, 1.0)
                   * (COLOR_LEVELS - 1)).astype(int)
@@ -211,11 +212,11 @@ def head_bars(view: ClsView, layer: int, head: int) -> go.Figure:
     """One head enlarged: a bar per token of [CLS]→token attention."""
     values = view.values[head]
     n_cols = len(values)
-    # 256 rotated tick labels cost Plotly.js ~4 s of layout; label at most MAX_TICKS of them.
+    # 256 rotated tick labels cost Plotly.js seconds of layout; label at most MAX_TICKS of them.
     step = max(1, -(-n_cols // MAX_TICKS))
     # Colours computed here, not as numbers + colorscale: Streamlit's plotly.js logs
     # "Invalid color specifier" three times per bar for those (750 console lines at
-    # 256 tokens, a quarter of a second of drawing time).
+    # 256 tokens, each of them drawing time spent).
     top = float(values.max()) if n_cols and values.max() > 0 else 1.0
     colors = scale_colors(np.asarray(values, float) / top)
     bar = dict(type="bar", x=list(range(n_cols)), y=values, customdata=view.labels,

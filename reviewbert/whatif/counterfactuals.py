@@ -30,7 +30,7 @@ the Predict page tokenises a review (``Predictor.encode_rows``), in exact fp32
 
 Speed. The searches send their candidates through the model in batches
 (``Predictor.batch_logits``) and, on a CPU with bf16 matrix units, in bf16 autocast
-(``device.resolve_precision("auto")``, 3.5× faster per 256-token row here); what is
+(``device.resolve_precision("auto")``, faster per row there; bench/whatif.py times both); what is
 shown is then run again in fp32, and a deletion set that fp32 does not confirm is
 searched again in fp32. ``Checker(one_at_a_time=True)`` does the same searches one exact
 fp32 pass per candidate: the baseline of ``bench/whatif.py``.

@@ -1,4 +1,4 @@
-"""Ordinal soft labels (reviewbert/losses.py), checked against values worked out by hand."""
+"""Ordinal soft labels (reviewbert/training/losses.py), checked against values worked out by hand."""
 import math
 
 import pytest
