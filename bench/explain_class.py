@@ -4,7 +4,7 @@ the page did before, in the same process.
 
 - ``alone_s``: one session's LIME + occlusion of one 256-token review (wall clock);
 - ``independent_s``: --sessions threads, each computing its own (the baseline);
-- ``shared_s``: --sessions threads asking ``explanation_cache.cached_or_computed`` for it
+- ``shared_s``: --sessions threads asking ``explain/cache.cached_or_computed`` for it
   at the same moment: one computes, the others wait and read what it stored;
 - ``read_memory_ms`` / ``read_disk_ms``: a later session's read (the server's memory, then
   the file next to the checkpoint after a restart).

@@ -384,7 +384,7 @@ def run_load(ckpt: Path, tmp: Path, train_args: list, *, sessions: int = 20,
              per_session: int = 5, idle: int = 30, idle_after: int = 10,
              think: tuple[float, float] = (1.0, 4.0), ramp: float = 0.0, warmup: int = 3,
              train_timeout: float = 900, target: float = TARGET, say=print) -> dict:
-    """The measurement behind bench/load.py and tests/faults/test_load.py (see the module doc)."""
+    """The measurement behind bench/load.py and tests/reliability/test_load.py (see the module doc)."""
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(str(ckpt))
     proc, run = None, tmp / "run"

@@ -14,7 +14,7 @@ On the Predict page (:meth:`StSession.predict`): fill "Review text", trigger
 reported as errors. Every ForwardMsg is read in full: the client announces no
 cached message hashes, so the server never sends a reference instead.
 
-Used by bench/load.py, bench/memory.py and tests/faults/test_load.py. Traffic goes only
+Used by bench/load.py, bench/memory.py and tests/reliability/test_load.py. Traffic goes only
 to the given localhost URL (the HTTP/websocket proxy settings are ignored).
 """
 from __future__ import annotations

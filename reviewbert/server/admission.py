@@ -3,8 +3,7 @@
 Why. Streamlit runs every session's script in a thread of its own, and Python shares
 the cores among all of them: when 20 students press Predict in the same second, the 20
 runs progress together and are drawn together, each after the whole burst's work
-(``bench/load.py``, stress profile: the 20 first clicks all took 1.45-1.76 s, the
-fastest 1.19 s). Served in turns, the first ones are drawn after their own work and
+(``bench/load.py``, stress profile). Served in turns, the first ones are drawn after their own work and
 the queue's, the last ones no later than before.
 
 ``turn()`` blocks until one of ``slots`` turns is free (one per usable core: a run's

@@ -8,9 +8,9 @@ prediction frees blocks of several MB (the [L, H, T, T] attention array of a
 the model's activations, and those are then carved out of the malloc arenas. The
 Streamlit server runs every script run in a new thread, and threads get arenas of
 their own, so the freed space is spread over a dozen arenas in pieces that the next
-run does not quite fit: the server's RSS grew by 15-40 MB from the 10th to the
-100th prediction while the memory malloc had in use stayed flat (``malloc_stats``:
-+5 MB in use, +36 MB held; Python's own objects: no growth under ``tracemalloc``).
+run does not quite fit: the server's RSS grew from the 10th to the 100th prediction
+while the memory malloc had in use stayed flat (``malloc_stats`` showed much more held
+than in use; Python's own objects did not grow under ``tracemalloc``).
 
 Setting the threshold once, by ``mallopt``, also turns off its dynamic rise: big
 blocks then always come from ``mmap`` and go back on ``free``. Measured with
@@ -20,21 +20,20 @@ pool of reused buffers (reviewbert/model/buffers.py), so it does not pay for fre
 activations stay under the threshold.
 
 Fixing the threshold also stops glibc from raising the *trim* threshold with it, which
-stays at 128 KB: the freed top of an arena goes back to the system, and a 256-token
-forward pass faults ~2,000 pages in again (~8 MB, 3-4 ms of its ~65 ms; ``getrusage``,
-2-core AMD EPYC). A 16 MB trim threshold removed them, but kept up to 16 MB per arena
-and the server's RSS with 20 sessions went past 1 GB (``bench/load.py``, classroom:
-1,027 MB against 965): left at glibc's default.
+stays at 128 KB: the freed top of an arena goes back to the system, and a long
+forward pass faults some pages in again (a small share of its time, seen with
+``getrusage``). A 16 MB trim threshold removed them, but kept up to 16 MB per arena and
+pushed the server's RSS with 20 sessions past the 1 GB target (``bench/load.py``,
+classroom profile): left at glibc's default.
 
 Only the app server calls this. Training keeps glibc's default: its big blocks are
 reused step after step and fresh pages would cost every step.
 
 Also fewer malloc arenas (:func:`limit_arenas`): glibc gives each new thread an arena
-of its own, up to 8 per core (16 on 2 cores), and Streamlit runs every script run in a
-new thread, so 20 sessions spread their freed blocks over 16 arenas. One per core:
-``bench/load.py`` classroom profile, server RSS with 20 sessions 1,023-1,026 MB with
-glibc's default, 991 MB with 2 arenas (growth over the sessions 147-185 -> 119 MB,
-peak 1,130 -> 1,075 MB), the same latencies.
+of its own, up to 8 per core, and Streamlit runs every script run in a new thread, so
+20 sessions spread their freed blocks over that many arenas. One per core lowered the
+server's RSS, its growth over the sessions and its peak, at the same latencies
+(``bench/load.py``, classroom profile).
 
 No effect (and False) where the C library is not glibc or has no ``mallopt``:
 macOS, musl, Windows.
@@ -51,9 +50,9 @@ M_ARENA_MAX = -8
 MMAP_THRESHOLD = 4 << 20
 """Blocks of 4 MB and more are mapped and unmapped (a review's attention array, 19 MB at
 256 tokens); smaller ones, the model's activations (1.5 MB at most at 256 tokens), come
-from the arenas. 100 predictions (env MALLOC_MMAP_THRESHOLD_, /tmp runs of the app
-server): growth from the 10th to the 100th +12-15 MB with glibc's default, +7 MB at
-1 MB, +3 MB at 4 MB, +6 MB at 256 KB."""
+from the arenas. Of the thresholds tried (glibc's default, 256 KB, 1 MB, 4 MB; env
+MALLOC_MMAP_THRESHOLD_ on the app server), 4 MB grew the least from the 10th to the
+100th prediction (``bench/memory.py --only app``)."""
 
 THRESHOLD_ENV = "REVIEWBERT_MMAP_THRESHOLD"
 """Bytes, to try another threshold; ``glibc`` leaves glibc's dynamic default (A/B runs)."""

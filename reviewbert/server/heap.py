@@ -3,8 +3,8 @@
 Streamlit calls ``gc.collect(2)`` when each script run ends (``runner.postScriptGC``),
 so that garbage does not build up between runs. A full collection walks every object
 the collector tracks: once torch, transformers, plotly and a model are loaded that is
-about 480,000 objects and 280-370 ms on this 2-core CPU, more than half of the CPU a
-256-token prediction costs the Predict page (py-spy on the server; bench/load.py).
+hundreds of thousands of objects, and a profile of the server showed it costing more
+than a 256-token prediction's own page work (``bench/load.py`` measures the server).
 
 ``gc.freeze()`` moves the objects alive now (modules, loaded models, caches) into a
 permanent generation that collections skip; a collection then walks only what was made
@@ -15,9 +15,8 @@ A full freeze (:func:`freeze_long_lived`) happens when a model is loaded: the mo
 replace is freed then. After a script run that imported modules (the first one, and a
 page's first run: pages import plotly figures or scikit-learn only when they need them)
 and after the test split is rebuilt, :func:`freeze_new` collects and freezes only what is
-not frozen yet: tens of milliseconds instead of a full collection's 300-400 ms, which
-held the GIL while the first predictions were being drawn (py-spy: 1.5 s of the
-Predict page's first six runs went to full collections after imports). Modules live for
+not frozen yet, a fraction of a full collection, which held the GIL while the first
+predictions were being drawn (``bench/first_second.py`` times them). Modules live for
 good, so re-walking the frozen objects then would find nothing to free; a session's
 reference cycles frozen along with them wait for the next full freeze.
 """

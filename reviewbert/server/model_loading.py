@@ -1,9 +1,9 @@
 """A checkpoint loaded in the background: the app's pages draw while it loads.
 
-Loading the demo and warming it up costs about 2.5 s on a 2-core CPU, and importing
-torch (which the load starts with) another second; rebuilding the checkpoint's test
-split for the review sampler half a second more. Done in the page's own script run,
-that was 3-4 s of blank page after ``make run``. A :class:`BackgroundLoad` does it in
+Loading the demo and warming it up, importing torch (which the load starts with) and
+rebuilding the checkpoint's test split for the review sampler take seconds on a small
+CPU (``bench/first_second.py``). Done in the page's own script run, that was a blank
+page after ``make run``. A :class:`BackgroundLoad` does it in
 a thread, started by the first page that names the checkpoint: the page draws its
 controls at once, and only an action that needs the model waits (:meth:`predictor`).
 
@@ -25,7 +25,7 @@ statements in two threads are safe (each module has a lock), a peek is not. So e
 module that builds or draws a Plotly figure imports pandas itself, before plotly
 (``tests/unit/test_structure.py`` checks it): its ``import pandas`` waits for this
 thread's. numpy (:data:`PEEKED`) is imported before the thread starts; the frame has it
-already, and importing pandas there cost the first paint 0.3-0.5 s.
+already, and importing pandas there too would have slowed the first paint.
 """
 from __future__ import annotations
 
@@ -65,11 +65,11 @@ def load_predictor(path: str) -> Predictor:
     CheckpointError (one line, which every page shows instead of a traceback).
 
     On the CPU the warm-up runs with the threads the app gives one review
-    (``device.threads_for_one_review``: one on two cores). oneDNN builds its primitives
-    per thread count, so these are the ones the app's predictions use; and the load runs
-    while the browser draws the first page: with two threads on two cores the warm-up
-    waited at OpenMP barriers for the core the browser held, 2.1 s in the server against
-    0.5 s alone; with one, 0.9-1.3 s (2-core Zen 4 EPYC, a probe of the load's phases)."""
+    (``device.threads_for_one_review``: half the cores). oneDNN builds its primitives per
+    thread count, so these are the ones the app's predictions use; and the load runs while
+    the browser draws the first page: with every core's thread the warm-up waited at
+    OpenMP barriers for the core the browser held, and took several times as long as
+    alone (``bench/first_second.py`` reports when the model is loaded)."""
     from reviewbert.model.device import cpu_threads, pick_device, threads_for_one_review
     from reviewbert.model.inference import Predictor
     predictor = Predictor.from_checkpoint(path, pick_device())

@@ -3,9 +3,9 @@ overview, the misclassification browser, label issues, per-rating attention, the
 comparison with another checkpoint and the exports.
 
 They only draw. Predictions come from ``reviewbert.analysis`` (computed through
-``reviewbert.evaluate`` and cached beside the checkpoint), figures from
+``reviewbert.model.batch_predict`` and cached beside the checkpoint), figures from
 ``reviewbert.analysis.figures`` and ``reviewbert.viz.figures``, and a browsed review is
-drawn with the Predict page's own components (``ui/views.py``).
+drawn with the Predict page's own components (``ui/prediction_card.py``).
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ SORTS = {"star distance": "largest star distance first",
          "longest": "longest first", "shortest": "shortest first",
          "split order": "as in the split"}
 TEXT_PREVIEW = 160
-EXPECTED_RATE = 150   # reviews/s shown before the first evaluation (2-core CPU, MiniLM, bf16)
+EXPECTED_RATE = 150   # reviews/s the bar assumes before the first evaluation's own rate
 
 
 KEYS = PickerKeys(state.ERR_SOURCE, state.ERR_FILE, state.ERR_UPLOAD, state.ERR_UPLOADED,

@@ -31,8 +31,8 @@ KEYS = PickerKeys(state.HEADS_SOURCE, state.HEADS_FILE, state.HEADS_UPLOAD, stat
                   state.HEADS_UPLOAD_ERROR)
 DEFAULT_N = 300
 EXPECTED_RATE = 150
-"""Review passes per second before the first analysis (2-core CPU, MiniLM, one thread
-beside other work: 150-200 measured); the bar then shows the real rate."""
+"""Review passes per second the bar assumes before the first analysis (about what the
+demo reaches on a small CPU: ``bench/heads.py``); the bar then shows the real rate."""
 EXAMPLE_CHOICES = 40        # reviews offered for "one head on one review"
 EXAMPLE_TOKENS = 64         # at most this many tokens drawn in that heatmap
 

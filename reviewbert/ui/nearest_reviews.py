@@ -5,7 +5,7 @@ Map tab's selected review shares.
 
 Its own module, not the Map tab's (``split_map``): the Predict page imports this when it
 draws a prediction, and ``split_map`` brings the whole Error analysis page with scipy
-and scikit-learn (0.75 s of imports that the first prediction waited for).
+and scikit-learn, whose imports the first prediction waited for.
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ _FOUND_LOCK = threading.Lock()
 def _evaluated_splits() -> dict:
     """{(checkpoint key, cache stamp): (test-split predictions, their vectors) or None},
     shared by every session. Looking a split up costs a parquet read and the split's
-    fingerprint (~80 ms), which every Predict paid before; the stamp
+    fingerprint, which every Predict paid before; the stamp
     (``analysis.cache.stamp``) changes when the Error analysis page writes an
     evaluation or its vectors, so a split evaluated later is found on the next run."""
     return {}
@@ -83,9 +83,9 @@ def _split_vectors(info, predictor, key: str):
 def _nearest_for(info, predictor, pred):
     """(test-split predictions, neighbour rows, similarities) of ``pred``'s review, or None
     when the split's vectors are not cached. The query is the prediction's own last-layer
-    [CLS] state (the split's default vector), so no second forward pass: that pass cost more
-    than the prediction itself (py-spy on the server: 234 samples against 178). Kept in
-    session state: the Predict page reruns on every slider move."""
+    [CLS] state (the split's default vector), so no second forward pass, which cost more
+    than the prediction itself. Kept in session state: the Predict page reruns on every
+    slider move."""
     key = f"{info.path}:{runtime.mtime(info.path)}"
     text = pred.text
     kept = st.session_state.get(state.PREDICT_NEIGHBOURS)

@@ -2,7 +2,7 @@
 in the session until the figure changes.
 
 kaleido renders a PNG in a headless Chromium that it starts for each figure
-(``figures.png_bytes``): 3.2-3.6 s on a 2-core AVX2 EPYC, with no step to count. So the
+(``viz/figures.png_bytes``): seconds, with no step to count. So the
 render runs in a worker thread (``progress_bar.in_background``) under a bar timed against
 RENDER_GUESS_S, one render per figure for the server (two sessions asking for the same
 figure share it). The Predict page's heatmap, the Error analysis page's figures and a

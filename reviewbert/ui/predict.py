@@ -138,9 +138,9 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> Prediction | None:
         PREDICT.ask()
     # A form: typing a review and leaving the box sends nothing; Predict (or Ctrl+Enter)
     # sends the text and the click in one run. Outside one, leaving the box reran the page
-    # and sent the previous prediction's views again before Predict was even clicked: 80 ms
-    # of the server's CPU per typed 256-token review on a 2-core AVX2 EPYC, a third of the
-    # Predict run's own 247 ms. (A fragment around the box alone lost the click that
+    # and sent the previous prediction's views again before Predict was even clicked, a
+    # third of a Predict run's server CPU more per typed review (bench/first_second.py,
+    # server_cpu_ms_typed_256). (A fragment around the box alone lost the click that
     # followed the typing: Streamlit's page dropped it while it reran the fragment.)
     with st.form("review_form", border=False):
         st.text_area("Review text", key=state.REVIEW_TEXT, height=160, persist_state=state.KEEP,
@@ -173,8 +173,8 @@ def prefetch(info: CheckpointInfo) -> None:
     Predict would wait for: the code of Streamlit's Plotly charts and sliders
     (``runtime.prefetch_code``; the sidebar drew them while the model loaded, if it
     did load in this session) and the bertviz component declared (Streamlit finds the
-    declaring module with ``inspect.getmodule`` over every loaded module: 0.1 s, and only
-    a script run can)."""
+    declaring module with ``inspect.getmodule`` over every loaded module, and only a script
+    run can)."""
     if not runtime.loading(info).ready:
         return
     from reviewbert.ui.prediction_card import component
@@ -184,8 +184,8 @@ def prefetch(info: CheckpointInfo) -> None:
 
 SHARED_PREDICTIONS = 7
 """Seven, plus the one spare attention buffer the predictor keeps for the next prediction
-(reviewbert/model/buffers.py): the memory of the eight kept before that pool (server RSS with 20
-sessions 990-997 MB with eight and the spare, against a 1 GB target)."""
+(reviewbert/model/buffers.py): the memory of the eight kept before that pool, which keeps
+the server of a class of 20 under its 1 GB target (``bench/load.py``)."""
 
 
 @st.cache_resource(max_entries=SHARED_PREDICTIONS, show_spinner=False)
@@ -194,8 +194,7 @@ def shared_prediction(ckpt_key: str, text: str, _predictor: Predictor) -> Predic
 
     A session keeps only (checkpoint, text) in its state, so a class of 20 holds at most
     SHARED_PREDICTIONS attention arrays (19 MB each at 256 tokens) rather than one per
-    session; an evicted one is predicted again (a forward pass: 55 ms at 256 tokens on one
-    thread in the app server).
+    session; an evicted one is predicted again (one forward pass).
     Shared, so read-only: its arrays are made unwritable.
     """
     pred = _predictor.predict(text)
@@ -224,7 +223,7 @@ def current(ckpt_key: str, fresh: Prediction | None = None):
     """(prediction, true stars or None, source or None); the same text through the newly
     picked checkpoint if another was picked since. ``fresh``: the prediction this run just
     made (:func:`input_panel`'s), used as it is rather than looked up again (a second
-    spinner and cache lookup, ~6 ms of a Predict run by py-spy)."""
+    spinner and cache lookup, seen in a profile of the server)."""
     res = st.session_state.get(state.RESULT)
     if not res:
         return None

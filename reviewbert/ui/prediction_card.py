@@ -11,7 +11,7 @@ from reviewbert.model import attention
 from reviewbert.model.inference import Prediction
 from reviewbert.ui import runtime, state
 from reviewbert.ui.png_download import png_download
-from reviewbert.viz import bertviz_view as headview
+from reviewbert.viz import bertviz_view as bertviz_html
 from reviewbert.viz import figures, highlight
 from reviewbert.viz.bertviz_view import MAX_TOKENS as HV_MAX
 from reviewbert.viz.bertviz_view import last_window_start
@@ -57,7 +57,7 @@ def prediction_card(pred: Prediction, true_stars: int | None = None, source: str
         st.caption(f"{pred.n_tokens} tokens, {len(pred.words)} words, "
                    f"{pred.num_layers} layers × {pred.num_heads} heads")
         # Inside the column: the page below keeps its place whether they show or not (a
-        # chart or component that moves is built anew in the browser: 0.3 s more per click).
+        # chart or component that moves is built anew in the browser, on every click).
         if pred.chars_cut:
             st.warning("This text is very long: only its first 100,000 characters were read.")
         if pred.truncated:
@@ -94,10 +94,10 @@ def attention_views(pred: Prediction, c: dict, key: str = state.ATTENTION_VIEW,
     (first: readable without a legend), the [CLS] heatmap of every layer (the seed
     report's figure), every head of a layer, and bertviz's head and model views.
 
-    Built together, one under the other, a 256-token prediction cost the server 109 ms
-    besides the forward pass and the browser ~1.3 s to draw (Plotly's tick labels of the
-    heatmaps, bertviz's SVG), on a 2-core AVX2 EPYC, though all but the first view lay
-    below the fold. Opening another tab redraws from the same shared prediction, with
+    Built together, one under the other, a 256-token prediction cost the server and the
+    browser several times more to draw (Plotly's tick labels of the heatmaps, bertviz's
+    SVG; ``bench/first_second.py``), though all but the first view lay below the fold.
+    Opening another tab redraws from the same shared prediction, with
     no forward pass. ``key`` holds the open tab, ``hv_key`` the head view's window slider
     (bertviz_view).
 
@@ -105,8 +105,8 @@ def attention_views(pred: Prediction, c: dict, key: str = state.ATTENTION_VIEW,
     of a widget that a run does not draw): each run that draws the tabs writes the open
     one into ``key + "_kept"``, and it is put back only when the tabs' own state was
     dropped (tabs have no ``persist_state``, state.KEEP). Put back on every run, a run
-    still in flight undid a click on another tab: 1 in 6 tab clicks made 0.1 s after *Predict*
-    in Chromium, none in 18 without it."""
+    still in flight undid a click on another tab made right after *Predict*
+    (``tests/browser/test_browser.py::test_a_tab_clicked_while_predict_runs_draws_the_new_review``)."""
     kept = f"{key}_kept"
     if key not in st.session_state and kept in st.session_state:
         st.session_state[key] = st.session_state[kept]
@@ -130,8 +130,8 @@ def token_chart(fig, key: str) -> None:
 
 def show_highlight(html_block: str) -> None:
     """A highlighted review (highlight.highlight_html: escaped, a ``<div>`` of ``<span>``s)
-    as HTML, not through Markdown: Streamlit's Markdown parser re-reads every span (~35 ms
-    of the browser's work for a 256-token review), and there is no Markdown in it."""
+    as HTML, not through Markdown: Streamlit's Markdown parser re-reads every span, a
+    visible share of the browser's work for a long review, and there is no Markdown in it."""
     st.html(html_block)
 
 
@@ -177,7 +177,7 @@ def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
         n = len(pred.tokens)
         start = None
         # The slider's place exists for every review, so that the views below keep theirs:
-        # a component that moves is a new iframe, whose scripts load again (0.2-0.3 s).
+        # a component that moves is a new iframe, whose scripts load again.
         # A short review's caption says that the whole of it is drawn, and a hidden slider
         # if none was drawn in this session yet: the browser fetches the sliders' code
         # now, not on the first long review's click.
@@ -219,27 +219,28 @@ _COMPONENT = []
 
 def component():
     """The app's bertviz component, declared once per process (its files are written into
-    the web cache the first time: headview.component_dir)."""
+    the web cache the first time: bertviz_view.component_dir)."""
     if not _COMPONENT:
         import streamlit.components.v1 as components
         _COMPONENT.append(components.declare_component(
-            "bertviz", path=str(headview.component_dir())))
+            "bertviz", path=str(bertviz_html.component_dir())))
     return _COMPONENT[0]
 
 
 def prepare() -> None:
-    """What the first prediction's views would otherwise pay for (~0.2 s): bertviz itself
+    """What the first prediction's views would otherwise pay for: bertviz itself
     (its package imports IPython) and the component's files. The model's loading thread
     calls it; the component is declared by the first script run that draws it (Streamlit
     registers a component only from a script run)."""
     import bertviz.util  # noqa: F401
-    headview.component_dir()
+    bertviz_html.component_dir()
 
 
 def bertviz(pred: Prediction, kind: str, key: str, **view) -> None:
     """One of bertviz's views of ``pred`` ("head" or "model") through the app's component
-    (headview.view_data: the page loads its scripts once; a prediction sends ~45 kB)."""
-    args, bits, vals = headview.view_data(pred, kind, **view)
+    (bertviz_view.view_data: the page loads its scripts once; a prediction sends its
+    weights, not a page)."""
+    args, bits, vals = bertviz_html.view_data(pred, kind, **view)
     component()(**args, bits=bits, vals=vals, key=key, default=None)
 
 

@@ -30,7 +30,7 @@ from reviewbert.viz.markdown import md_escape
 TABS = ("Map", "Drivers", "Slices")
 METHODS = {"PCA 2-D": ("pca", 2), "PCA 3-D": ("pca", 3), "UMAP 2-D": ("umap", 2),
            "UMAP 3-D": ("umap", 3)}
-UMAP_RATE = 400.0       # reviews/s of a warm UMAP on this 2-core CPU (for the estimate)
+UMAP_RATE = 400.0       # reviews/s of a warm UMAP the bar assumes (bench/split_map.py)
 READ_RATE = 10_000.0    # reviews/s of the neighbours and the map's reading (for the estimate)
 DRIVER_RATE = 1.0       # reviews/s of IG drivers assumed before the first run here
 
@@ -74,7 +74,7 @@ def vectors(preds, info, predictor, spec=None, *, ask: bool = True):
     return None, spec
 
 
-# Every review's neighbours and the map's reading (~1 s for 10,000 reviews on 2 cores) are
+# Every review's neighbours and the map's reading (READ_RATE: about a second a split) are
 # computed in this thread, started as soon as the page shows a split whose vectors are
 # stored (start_reading), so the Map tab's first open finds them done or under way.
 _READER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reviewbert-map-reading")

@@ -93,9 +93,9 @@ INSIDE_NEXT = "inside_next"                # button: classroom mode, next step
 INSIDE_BACK = "inside_back"                # button: classroom mode, previous step
 INSIDE_FIG = "inside_fig_"                 # prefix: the page's chart keys
 INSIDE_SAVED = "inside_saved"              # {widget key: value}: the page's widgets, kept
-                                           # while another page runs (ui/teaching.keep_state)
+                                           # while another page runs (ui/inside_bert.keep_state)
 
-# --- the Error analysis page (reviewbert/ui/error_views.py) -----------------------------
+# --- the Error analysis page (reviewbert/ui/error_analysis.py) --------------------------
 ERR_SOURCE = "err_source"                  # radio: test split / data file / upload
 ERR_FILE = "err_file"                      # selectbox: data file (str path)
 ERR_UPLOAD = "err_upload"                  # file_uploader

@@ -8,8 +8,8 @@ the section alone, never the prediction and the attention views above. Per sessi
 per review, ``{prefix}_state`` keeps the editor's history and the counterfactuals found,
 and drops them when another review is predicted. The editor takes what the Predict
 page's box takes: any text, cut at ``inference.MAX_CHARS`` characters (with the same
-warning), drawn only through escaped HTML (``whatif_figures.diff_html``,
-``highlight.highlight_html``, Plotly labels through ``whatif_figures.plotly_text``), in
+warning), drawn only through escaped HTML (``whatif/figures.diff_html``,
+``viz/highlight.highlight_html``, Plotly labels through ``whatif/figures.plotly_text``), in
 Markdown only as escaped words (``markdown.md_escape``), or in dataframes.
 """
 from __future__ import annotations

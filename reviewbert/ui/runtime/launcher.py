@@ -1,16 +1,15 @@
-"""``make run``: Streamlit's own ``streamlit run app.py``, started a quarter of a second sooner.
+"""``make run``: Streamlit's own ``streamlit run app.py``, with its start-up made cheaper.
 
     python -m reviewbert.ui.runtime.launcher [any flag of `streamlit run`, e.g. --server.port 8502]
 
 Before it listens, Streamlit (1.67) looks through every installed package for custom
 components (``BidiComponentManager.discover_and_register_components``). Its filter reads
 each package's name, summary and requirements through ``importlib.metadata``, which
-parses the whole METADATA file (long description included) again on every read: ~560
-parses of 140 files, **0.36 s of the server's 1.3 s to listen** on a 2-core CPU (cProfile
-of ``streamlit run``; `bench/first_second.py` counts it in ``ready_s``). Here the scan is
+parses the whole METADATA file (long description included) again on every read: several
+parses per package, a large share of the server's time to listen in a profile of
+``streamlit run`` (``bench/first_second.py`` counts it in ``ready_s``). Here the scan is
 the same scan, over the same packages, with the same filter and result, but each
-package's METADATA is parsed once (0.12 s). A Streamlit without that method is run as it
-is.
+package's METADATA is parsed once. A Streamlit without that method is run as it is.
 """
 from __future__ import annotations
 
