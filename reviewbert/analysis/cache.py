@@ -6,7 +6,9 @@ Layout (one folder per checkpoint, one sub-folder per evaluation)::
     <checkpoint>/.analysis/         beside the weights; when the checkpoint folder is not
                                     writable: ~/.cache/reviewbert/analysis/<P>/ instead
                                     (P = first 16 hex of sha256 of the checkpoint's absolute
-                                    path; $REVIEWBERT_ANALYSIS_CACHE replaces ~/.cache/...)
+                                    path; $REVIEWBERT_ANALYSIS_CACHE replaces
+                                    ~/.cache/reviewbert/analysis, $REVIEWBERT_CACHE
+                                    ~/.cache/reviewbert: the policy of store/location.py)
       <KEY>/                        KEY = first 20 hex of sha256 over the JSON of
                                     {"format", "checkpoint", "data", "max_length", "precision"}
                                     (the fields of meta.json below)
@@ -87,19 +89,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from reviewbert.fsio import atomic_write, atomic_write_json
+from reviewbert.store import location
 
 FORMAT = "reviewbert-predictions/1"
 ATTENTION_FORMAT = "reviewbert-word-attention/1"
-FOLDER = ".analysis"
+FOLDER = location.ANALYSIS.folder   # ".analysis"
 META, PREDICTIONS = "meta.json", "predictions.parquet"
 ATTENTION, ATTENTION_META = "attention.parquet", "attention.json"
 KEEP = 12                     # evaluations kept per checkpoint by prune()
@@ -146,15 +147,14 @@ def cache_key(checkpoint_sha: str, data_sha: str, max_length: int, precision: st
 
 
 # ------------------------------------------------------------------ where
-def _fallback_root(checkpoint: Path) -> Path:
-    base = os.environ.get("REVIEWBERT_ANALYSIS_CACHE") or Path.home() / ".cache" / "reviewbert" / "analysis"
-    tag = hashlib.sha256(str(Path(checkpoint).absolute()).encode()).hexdigest()[:16]
-    return Path(base) / tag
+# The folders follow the one policy of every cache kept beside a checkpoint
+# (store/location.py), so that a read-only checkpoint is handled alike everywhere.
+PLACE = location.ANALYSIS
 
 
 def roots(checkpoint) -> list[Path]:
     """Where this checkpoint's evaluations may be: beside it, then the fallback."""
-    return [Path(checkpoint) / FOLDER, _fallback_root(Path(checkpoint))]
+    return PLACE.roots(checkpoint)
 
 
 def stamp(checkpoint) -> tuple:
@@ -173,24 +173,19 @@ def stamp(checkpoint) -> tuple:
 
 def writable_root(checkpoint) -> Path:
     """The first of :func:`roots` that can be written (created if needed)."""
-    for root in roots(checkpoint):
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-            probe = tempfile.NamedTemporaryFile(dir=root, prefix=".probe", delete=True)
-            probe.close()
-            return root
-        except OSError:
-            continue
-    raise OSError(f"no writable place for the prediction cache of {checkpoint}")
+    try:
+        return PLACE.writable(checkpoint)
+    except OSError:
+        raise OSError(f"no writable place for the prediction cache of {checkpoint}") from None
+
+
+def _finished(folder: Path) -> bool:
+    return (folder / META).is_file() and (folder / PREDICTIONS).is_file()
 
 
 def find(checkpoint, key: str) -> Path | None:
     """The finished folder (meta.json present) for ``key``, or None."""
-    for root in roots(checkpoint):
-        d = root / key
-        if (d / META).is_file() and (d / PREDICTIONS).is_file():
-            return d
-    return None
+    return PLACE.find(checkpoint, key, _finished)
 
 
 # ------------------------------------------------------------------ read/write

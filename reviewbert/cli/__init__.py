@@ -23,9 +23,10 @@ empty text) print one line to stderr and exit with status 2.
 
 One module per subcommand, each with ``add_parser(sub)`` (its flags) and ``run(args)``;
 :data:`COMMANDS` registers them, in --help order: a new subcommand is a new module and
-one name here. The library never imports this package. A subcommand module imports
-the library inside ``run``, so that ``--help`` (which builds every parser) does not
-load torch, transformers or Optuna for nothing.
+one name here. The flags several subcommands share (--checkpoint, --data, --no-cache,
+--json...) are defined once, in ``flags.py``. The library never imports this package.
+A subcommand module imports the library inside ``run``, so that ``--help`` (which
+builds every parser) does not load torch, transformers or Optuna for nothing.
 """
 from __future__ import annotations
 

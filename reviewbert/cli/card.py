@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from reviewbert.cli import flags
 from reviewbert.training import card
 
 
@@ -13,7 +14,7 @@ def add_parser(sub):
     c = sub.add_parser("card", help="write a checkpoint's model card from measured results",
                        description=card.__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("--checkpoint", required=True)
+    flags.checkpoint(c, metavar=None, help=None)
     c.add_argument("--evaluation", required=True, help="output of `evaluate --json`")
     c.add_argument("--baseline", help="output of bench/tfidf_baseline.py")
     c.add_argument("--generalisation", help="output of bench/generalisation.py")

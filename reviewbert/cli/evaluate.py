@@ -10,27 +10,21 @@ import json
 import os
 import sys
 
-from reviewbert.cli import UsageError
-from reviewbert.config import PRECISIONS
+from reviewbert.cli import UsageError, flags
 
 
 def add_parser(sub):
     e = sub.add_parser("evaluate", help="metrics and confusion matrix of a checkpoint",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    e.add_argument("--checkpoint", required=True, metavar="DIR",
-                   help="checkpoint folder, or a run folder (then its best/)")
-    e.add_argument("--data", action="append", metavar="FILE", default=None,
-                   help="review file(s); for --split test they must be the training files "
-                        "(default: the files recorded in the checkpoint's reviewbert.json)")
-    e.add_argument("--split", choices=("test", "all"), default="test",
-                   help="test: rebuild the checkpoint's own test split (same seed and options); "
-                        "all: every row of the --data files after deduplication")
-    e.add_argument("--batch-size", type=int, default=64)
-    e.add_argument("--max-length", type=int, default=None,
-                   help="default: the checkpoint's training max_length, else 256")
-    e.add_argument("--precision", choices=PRECISIONS, default="auto",
-                   help="auto: bf16 autocast on a CPU with bf16 units (AMX-BF16/AVX512-BF16), "
-                        "else fp32; training recorded its metrics in fp32")
+    flags.checkpoint(e)
+    flags.data(e, "review file(s); for --split test they must be the training files "
+                  "(default: the files recorded in the checkpoint's reviewbert.json)")
+    flags.split(e, "test: rebuild the checkpoint's own test split (same seed and options); "
+                   "all: every row of the --data files after deduplication")
+    flags.batch_size(e)
+    flags.max_length(e)
+    flags.precision(e, "auto: bf16 autocast on a CPU with bf16 units (AMX-BF16/AVX512-BF16), "
+                       "else fp32; training recorded its metrics in fp32")
     e.add_argument("--save-predictions", metavar="FILE", default=None,
                    help="write every review's text, true and predicted rating, class "
                         "probabilities and token count: Parquet if FILE ends in .parquet, "
@@ -42,10 +36,8 @@ def add_parser(sub):
                    help="the sentence vector: the [CLS] hidden state, or the mean of the tokens'")
     e.add_argument("--embedding-layer", type=int, default=-1, metavar="N",
                    help="hidden state to take: -1 the last layer, 0 the embedding output")
-    e.add_argument("--no-cache", action="store_true",
-                   help="neither read nor write the prediction cache beside the checkpoint")
-    e.add_argument("--json", action="store_true",
-                   help="print one JSON object as the last line")
+    flags.no_cache(e, "neither read nor write the prediction cache beside the checkpoint")
+    flags.json_output(e)
     return e
 
 

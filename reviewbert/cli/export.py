@@ -4,12 +4,13 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from reviewbert.cli import flags
+
 
 def add_parser(sub):
     x = sub.add_parser("export", help="compact copy of a checkpoint to ship (e.g. the demo)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    x.add_argument("--checkpoint", required=True, metavar="DIR",
-                   help="checkpoint folder, or a run folder (then its best/)")
+    flags.checkpoint(x)
     x.add_argument("--out", required=True, metavar="DIR", help="destination folder")
     x.add_argument("--dtype", choices=("float16", "bfloat16", "float32"), default="float16",
                    help="weight dtype on disk (upcast to fp32 when loaded on CPU)")

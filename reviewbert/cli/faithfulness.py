@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from reviewbert.cli import UsageError
+from reviewbert.cli import UsageError, flags
 from reviewbert.explain import faithfulness
 from reviewbert.explain import methods as explain
 from reviewbert.progress import TqdmProgress
@@ -19,14 +19,11 @@ def add_parser(sub):
                     "prediction with every method and measures how much the top-ranked words "
                     "matter (ERASER), against random rankings. Results are cached in "
                     "CHECKPOINT/faithfulness/ (an interrupted run resumes).")
-    f.add_argument("--checkpoint", required=True, metavar="DIR",
-                   help="checkpoint folder, or a run folder (then its best/)")
-    f.add_argument("--data", action="append", metavar="FILE", default=None,
-                   help="the checkpoint's training files, if not where its reviewbert.json "
-                        "says (default: the recorded files)")
-    f.add_argument("--n", type=int, default=300, help="test reviews to score (default: 300)")
-    f.add_argument("--seed", type=int, default=0,
-                   help="seed of the sample and of the random rankings (default: 0)")
+    flags.checkpoint(f)
+    flags.data(f, "the checkpoint's training files, if not where its reviewbert.json says "
+                  "(default: the recorded files)")
+    flags.n(f, 300, "test reviews to score (default: 300)")
+    flags.seed(f, "seed of the sample and of the random rankings (default: 0)")
     names = ",".join(explain.METHOD_NAMES)
     f.add_argument("--methods", default=names,
                    help=f"comma-separated method names (default: all: {names})")
@@ -43,8 +40,8 @@ def add_parser(sub):
                    help=f"LIME's perturbed reviews per explanation (default: {explain.LIME_SAMPLES})")
     f.add_argument("--layer", type=int, default=None,
                    help="layer (1-based) of raw attention and value norm (default: the last)")
-    f.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    f.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    flags.no_cache(f)
+    flags.json_output(f)
     return f
 
 

@@ -8,8 +8,7 @@ import math
 import sys
 from pathlib import Path
 
-from reviewbert.cli import UsageError
-from reviewbert.config import PRECISIONS
+from reviewbert.cli import UsageError, flags
 
 
 def add_parser(sub):
@@ -22,13 +21,11 @@ def add_parser(sub):
                     "the base model. Cached beside the checkpoint. 'heads prune' writes a "
                     "checkpoint with heads removed.")
     _common(h, required=False)
-    h.add_argument("--split", choices=("test", "all"), default="test",
-                   help="test: the checkpoint's own test split; all: every review of --data")
+    flags.split(h, "test: the checkpoint's own test split; all: every review of --data")
     h.add_argument("--draws", type=int, default=5, help="random orders in the pruning curve")
-    h.add_argument("--precision", choices=PRECISIONS, default="auto",
-                   help="of the masking and pruning passes (gradients are always fp32)")
-    h.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    h.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    flags.precision(h, "of the masking and pruning passes (gradients are always fp32)")
+    flags.no_cache(h)
+    flags.json_output(h)
     actions = h.add_subparsers(dest="heads_command", metavar="{prune}")
     p = actions.add_parser(
         "prune", help="write a checkpoint with the least important heads removed",
@@ -40,22 +37,20 @@ def add_parser(sub):
     p.add_argument("--fraction", required=True, metavar="F",
                    help="share of the heads to remove, between 0 and 1 (e.g. 0.3)")
     p.add_argument("--out", required=True, metavar="DIR", help="the pruned checkpoint's folder")
-    p.add_argument("--split", choices=("validation", "test", "all"), default="validation",
-                   help="reviews that score the heads: the checkpoint's validation split (so "
-                        "that its test split still measures the result), its test split, or "
-                        "every review of --data")
+    flags.split(p, "reviews that score the heads: the checkpoint's validation split (so that "
+                   "its test split still measures the result), its test split, or every review "
+                   "of --data", choices=("validation", "test", "all"), default="validation")
     return h
 
 
 def _common(p, required: bool) -> None:
-    p.add_argument("--checkpoint", required=required, metavar="DIR",
-                   help="checkpoint folder, or a run folder (then its best/)")
-    p.add_argument("--data", action="append", metavar="FILE", default=None,
-                   help="review file(s): for a checkpoint split, its training files if not "
-                        "where reviewbert.json says; for --split all, the files to read")
-    p.add_argument("--n", type=int, default=1000,
-                   help="reviews used (a seeded sample when the split has more)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the sample and random orders")
+    """The flags of both ``heads`` and ``heads prune`` (--checkpoint is optional on the
+    first, so that ``heads prune --checkpoint`` parses; ``run`` asks for it)."""
+    flags.checkpoint(p, required=required)
+    flags.data(p, "review file(s): for a checkpoint split, its training files if not where "
+                  "reviewbert.json says; for --split all, the files to read")
+    flags.n(p, 1000, "reviews used (a seeded sample when the split has more)")
+    flags.seed(p, "seed of the sample and random orders")
 
 
 def run(args) -> int:

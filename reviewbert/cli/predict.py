@@ -4,18 +4,16 @@ from __future__ import annotations
 import argparse
 import json
 
-from reviewbert.cli import UsageError
+from reviewbert.cli import UsageError, flags
 
 
 def add_parser(sub):
     pr = sub.add_parser("predict", help="star rating of a review text",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    pr.add_argument("--checkpoint", required=True, metavar="DIR",
-                    help="checkpoint folder, or a run folder (then its best/)")
+    flags.checkpoint(pr)
     pr.add_argument("text", nargs="+", help="review text(s)")
-    pr.add_argument("--max-length", type=int, default=None,
-                    help="default: the checkpoint's training max_length, else 256")
-    pr.add_argument("--json", action="store_true", help="one JSON object per text")
+    flags.max_length(pr)
+    flags.json_output(pr, "one JSON object per text")
     return pr
 
 

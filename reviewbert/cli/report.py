@@ -6,8 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from reviewbert.cli import UsageError
-from reviewbert.config import PRECISIONS
+from reviewbert.cli import UsageError, flags
 
 
 def add_parser(sub):
@@ -17,18 +16,13 @@ def add_parser(sub):
                                    "then writes one self-contained HTML file: metrics with "
                                    "intervals, confusion, ROC, calibration, per-rating "
                                    "attention and cleanlab's label issues.")
-    r.add_argument("--checkpoint", required=True, metavar="DIR",
-                   help="checkpoint folder, or a run folder (then its best/)")
-    r.add_argument("--data", action="append", metavar="FILE", default=None,
-                   help="review file(s); for --split test they must be the training files")
-    r.add_argument("--split", choices=("test", "all"), default="test",
-                   help="test: the checkpoint's own test split; all: every review of --data")
+    flags.checkpoint(r)
+    flags.data(r, "review file(s); for --split test they must be the training files")
+    flags.split(r, "test: the checkpoint's own test split; all: every review of --data")
     r.add_argument("--out", required=True, metavar="FILE", help="the HTML file to write")
-    r.add_argument("--batch-size", type=int, default=64)
-    r.add_argument("--max-length", type=int, default=None,
-                   help="default: the checkpoint's training max_length, else 256")
-    r.add_argument("--precision", choices=PRECISIONS, default="auto",
-                   help="auto: bf16 on a CPU with bf16 units (AMX/AVX512-BF16), else fp32")
+    flags.batch_size(r)
+    flags.max_length(r)
+    flags.precision(r, "auto: bf16 on a CPU with bf16 units (AMX/AVX512-BF16), else fp32")
     r.add_argument("--layer", type=int, default=None,
                    help="layer (1-based) of the per-rating attention; default: second-to-last")
     r.add_argument("--min-count", type=int, default=5,
@@ -43,9 +37,8 @@ def add_parser(sub):
                         "(default 300; 0: no drivers; more than the split: all)")
     r.add_argument("--compare", metavar="DIR", default=None,
                    help="a second checkpoint to compare with on the same reviews")
-    r.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    r.add_argument("--json", action="store_true",
-                   help="print one JSON object (metrics, label issues) as the last line")
+    flags.no_cache(r)
+    flags.json_output(r, "print one JSON object (metrics, label issues) as the last line")
     return r
 
 

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from reviewbert import config
+from reviewbert.cli import flags
 from reviewbert.training import search
 
 
@@ -22,7 +23,7 @@ def add_parser(sub):
     s.add_argument("--queue", action="store_true",
                    help="wait for the device (after runs already queued) and hold it for "
                         "every trial")
-    s.add_argument("--json", action="store_true", help="print one JSON summary as the last line")
+    flags.json_output(s, "print one JSON summary as the last line")
     config.add_arguments(s)
     return s
 

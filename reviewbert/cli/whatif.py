@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
-from reviewbert.cli import UsageError
+from reviewbert.cli import UsageError, flags
 
 
 def add_parser(sub):
@@ -22,21 +22,18 @@ def add_parser(sub):
                     "its own forward pass. With --n: the minimal deletion flip of n reviews of "
                     "the checkpoint's test split (cached in CHECKPOINT/whatif/; an interrupted "
                     "run resumes).")
-    w.add_argument("--checkpoint", required=True, metavar="DIR",
-                   help="checkpoint folder, or a run folder (then its best/)")
+    flags.checkpoint(w)
     w.add_argument("text", nargs="?", default=None, help="one review text")
-    w.add_argument("--n", type=int, default=None,
-                   help="brittleness: test reviews to score (300 for the README's figures)")
-    w.add_argument("--data", action="append", metavar="FILE", default=None,
-                   help="the checkpoint's training files, if not where its reviewbert.json says")
-    w.add_argument("--seed", type=int, default=0, help="seed of the sample (default: 0)")
+    flags.n(w, None, "brittleness: test reviews to score (300 for the README's figures)")
+    flags.data(w, "the checkpoint's training files, if not where its reviewbert.json says")
+    flags.seed(w, "seed of the sample (default: 0)")
     w.add_argument("--method", default=None, choices=explain.METHOD_NAMES,
                    help="ranking the deletion flip follows (default: "
                         f"{whatif.DEFAULT_METHOD} for a TEXT, {brittleness.DEFAULT_METHOD} for --n)")
     w.add_argument("--max-words", type=int, default=whatif.MAX_WORDS,
                    help=f"give up beyond this many deleted words (default: {whatif.MAX_WORDS})")
-    w.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
-    w.add_argument("--json", action="store_true", help="print one JSON object as the last line")
+    flags.no_cache(w)
+    flags.json_output(w)
     return w
 
 

@@ -1,5 +1,7 @@
 """One review's slow explanations (the gradient methods, LIME and occlusion), computed once
-for the whole server and cached next to the checkpoint: ``<ckpt>/explanations/<key>.json``.
+for the whole server and cached next to the checkpoint: ``<ckpt>/explanations/<key>.json``,
+or ``~/.cache/reviewbert/explanations/<P>/<key>.json`` when the checkpoint folder cannot be
+written (store/location.py: the policy of every cache beside a checkpoint).
 
 A class of twenty asking for LIME of the same example review would otherwise keep two
 cores busy for twenty times 20 s. With :func:`cached_or_computed`:
@@ -10,7 +12,7 @@ cores busy for twenty times 20 s. With :func:`cached_or_computed`:
   it), then reads what the other stored; if the other was stopped, it computes itself;
 - the computing thread runs the work itself, so a page that is stopped (its user left)
   stops its work at the progress bar's next step; nothing runs on unseen;
-- a folder that cannot be written still gets the last results from memory.
+- when no folder can be written, the last results are still kept in memory.
 
 The key covers everything that decides the numbers: the weights' sha256, the token ids,
 and each method's settings (:func:`method_fields`), with :data:`VERSION` for the code.
@@ -35,9 +37,11 @@ import numpy as np
 
 from reviewbert.explain import methods as explain
 from reviewbert.fsio import atomic_write_json
+from reviewbert.store import location
 from reviewbert.store import run_records as run_cache
 
-FOLDER = "explanations"
+PLACE = location.EXPLANATIONS
+FOLDER = PLACE.folder       # "explanations"
 VERSION = 1
 """Raise when a method's arithmetic changes: old files then no longer match."""
 MEMORY_ENTRIES = 64
@@ -76,7 +80,10 @@ def place(predictor, pred, methods) -> tuple[Path | None, str]:
 
 
 def path(ckpt, key_: str) -> Path:
-    return Path(ckpt) / FOLDER / f"{key_}.json"
+    """The entry's file: where it is kept (beside the checkpoint first), else beside the
+    checkpoint (looking creates no folder)."""
+    name = f"{key_}.json"
+    return PLACE.find(ckpt, name, Path.is_file) or Path(ckpt) / FOLDER / name
 
 
 def to_json(results: list[explain.TokenScores]) -> dict:
@@ -138,10 +145,12 @@ def store(ckpt, key_: str, results: list[explain.TokenScores]) -> str | None:
     _remember(key_, results)
     if ckpt is None:
         return None
+    where = Path(ckpt) / FOLDER
     try:
-        atomic_write_json(path(ckpt, key_), to_json(results))
+        where = PLACE.writable(ckpt)
+        atomic_write_json(where / f"{key_}.json", to_json(results))
     except OSError as e:
-        return f"the explanation was not cached in {Path(ckpt) / FOLDER}: {e.strerror or e}"
+        return f"the explanation was not cached in {where}: {e.strerror or e}"
     return None
 
 

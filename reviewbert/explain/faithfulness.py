@@ -20,7 +20,9 @@ per-review differences, with the same bootstrap. The measures themselves are
 written here: ERASER's code is a research script, not a package, and each
 measure is one subtraction of two forward passes.
 
-Cache, next to the checkpoint (the folder holding config.json)::
+Cache, next to the checkpoint (the folder holding config.json), or in the per-user
+fallback ``~/.cache/reviewbert/faithfulness/<P>/`` when the checkpoint folder cannot be
+written (store/location.py says where, and finds a run in either)::
 
     CHECKPOINT/faithfulness/
       <key>.json            one finished run, written atomically (fsio.atomic_write_json):
@@ -59,32 +61,29 @@ Cache, next to the checkpoint (the folder holding config.json)::
           key, and never reads the old numbers (``list_runs`` also filters by the weights
           hash). FORMAT changes when a method's arithmetic does: older files are not read.
 
-A checkpoint folder that cannot be written (read-only) is not an error: the run
+A run that cannot be kept anywhere (neither folder can be written) is not an error: it
 is computed and returned, uncached (``FaithfulnessRun.cache_error`` says why).
 """
 from __future__ import annotations
 
-import json
 import math
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
 import torch
 
 from reviewbert.explain import methods as explain
-from reviewbert.fsio import atomic_write_json
 from reviewbert.progress import resumed
-from reviewbert.store import run_records as run_cache
-from reviewbert.store.run_records import read_partial, texts_sha256, weights_sha256
+from reviewbert.store import location
+from reviewbert.store.run_records import RunRecord, texts_sha256, weights_sha256
 
 KS = (5, 10, 20, 50)
 MEASURES = ("comprehensiveness", "sufficiency")
 RANDOM = "random"
 FORMAT = "reviewbert-faithfulness/1"
-CACHE_DIR = "faithfulness"
+CACHE_DIR = location.FAITHFULNESS.folder   # "faithfulness"
 RANDOM_DRAWS = 5
 CONFIDENCE = 0.95
 N_BOOT = 2000
@@ -203,7 +202,12 @@ def review_record(predictor, text: str, i: int, methods: list, settings: Setting
 
 # --------------------------------------------------------------------- a run
 @dataclass
-class FaithfulnessRun:
+class FaithfulnessRun(RunRecord):
+    """One finished (or uncached) run; its file is the module docstring's <key>.json."""
+
+    FORMAT = FORMAT
+    PLACE = location.FAITHFULNESS
+
     key: str
     weights_sha256: str
     checkpoint: str
@@ -214,8 +218,6 @@ class FaithfulnessRun:
     reviews: list[dict]
     created: float = 0.0
     seconds: float = 0.0
-    cache_error: str = field(default="", compare=False)
-    from_cache: bool = field(default=False, compare=False)
 
     @property
     def methods(self) -> list[str]:
@@ -243,39 +245,12 @@ class FaithfulnessRun:
         return np.array([r["ig_relative_delta"] for r in self.reviews
                          if r.get("ig_relative_delta") is not None], dtype=np.float64)
 
-    def to_json(self) -> dict:
-        d = asdict(self)
-        d.pop("cache_error")
-        d.pop("from_cache")
-        return {"format": FORMAT, **d}
 
-    @classmethod
-    def from_json(cls, d: dict) -> "FaithfulnessRun":
-        if d.get("format") != FORMAT:
-            raise ValueError(f"not a {FORMAT} file")
-        return cls(**{k: d[k] for k in ("key", "weights_sha256", "checkpoint", "max_length",
-                                        "sample", "settings", "labels", "reviews",
-                                        "created", "seconds")})
-
-
-def cache_key(weights: str, max_length: int, sample: dict, settings: Settings) -> str:
-    return run_cache.key({"format": FORMAT, "weights": weights, "max_length": max_length,
-                          "sample": sample, "settings": settings.as_json()})
-
-
-def cache_paths(ckpt, key: str) -> tuple[Path, Path]:
-    return run_cache.paths(ckpt, CACHE_DIR, key)
-
-
-def load_run(path) -> FaithfulnessRun | None:
-    """A cached run, or None if the file is missing or not one of ours."""
-    return run_cache.load(path, FaithfulnessRun)
-
-
-def list_runs(ckpt, weights: str | None = None) -> list[FaithfulnessRun]:
-    """Finished runs cached for ``ckpt`` (only those of these ``weights`` when given),
-    newest first."""
-    return run_cache.list_runs(ckpt, CACHE_DIR, FaithfulnessRun, weights)
+# the names the pages, the CLI and the tests use (store/run_records.py holds them once)
+cache_key = FaithfulnessRun.cache_key
+cache_paths = FaithfulnessRun.cache_paths
+load_run = FaithfulnessRun.load
+list_runs = FaithfulnessRun.list_runs
 
 
 def sample_texts(texts: list[str], n: int, seed: int = 0) -> list[str]:
@@ -300,48 +275,24 @@ def run(predictor, ckpt, texts: list[str], settings: Settings = Settings(), *,
     sample = {"source": source, "seed": sample_seed, "n": len(texts),
               "texts_sha256": texts_sha256(texts)}
     key = cache_key(weights, predictor.max_length, sample, settings)
-    final, partial = cache_paths(ckpt, key)
-    if use_cache and (cached := load_run(final)) is not None:
+    if use_cache and (cached := FaithfulnessRun.find(ckpt, key)) is not None:
         return cached
-    done = read_partial(partial) if use_cache else {}
-    resumed(progress, len(done))
     labels = {m.name: m.label for m in methods} | {RANDOM: "Random ranking"}
-    cache_error = ""
-    log = None
-    if use_cache:
-        try:
-            partial.parent.mkdir(parents=True, exist_ok=True)
-            log = open(partial, "a", encoding="utf-8")
-        except OSError as e:
-            cache_error = f"results not cached: {e.strerror or e} ({partial.parent})"
-    todo = [i for i in range(len(texts)) if i not in done]
-    try:
-        for i in todo:
-            rec = review_record(predictor, texts[i], i, methods, settings)
-            if rec is None:
-                rec = {"i": i, "skip": "no words"}
-            done[i] = rec
-            if log is not None:
-                log.write(json.dumps(rec) + "\n")
-                log.flush()
+    with FaithfulnessRun.journal(ckpt, key, use_cache) as journal:
+        resumed(progress, len(journal.done))
+        for i in journal.todo(len(texts)):
+            journal.add(review_record(predictor, texts[i], i, methods, settings)
+                        or {"i": i, "skip": "no words"})
             if progress:
                 progress(1)
-    finally:
-        if log is not None:
-            log.close()
-    reviews = [done[i] for i in range(len(texts)) if "skip" not in done[i]]
+    reviews = journal.reviews(len(texts))
     result = FaithfulnessRun(key=key, weights_sha256=weights, checkpoint=str(ckpt),
                              max_length=int(predictor.max_length), sample=sample,
                              settings=settings.as_json(), labels=labels, reviews=reviews,
                              created=time.time(),
                              seconds=float(sum(r.get("seconds", 0.0) for r in reviews)),
-                             cache_error=cache_error)
-    if use_cache and not cache_error:
-        try:
-            atomic_write_json(final, result.to_json())
-            partial.unlink(missing_ok=True)
-        except OSError as e:
-            result.cache_error = f"results not cached: {e.strerror or e}"
+                             cache_error=journal.error)
+    journal.save(result)
     return result
 
 

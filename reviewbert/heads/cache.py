@@ -5,7 +5,8 @@ Layout (inside the prediction cache's folders, ``analysis/cache.py``)::
 
     <checkpoint>/.analysis/heads/   beside the weights; when the checkpoint folder is not
                                     writable, the prediction cache's fallback folder
-                                    (~/.cache/reviewbert/analysis/<P>/heads/, see there)
+                                    (~/.cache/reviewbert/analysis/<P>/heads/: the policy of
+                                    every cache beside a checkpoint, store/location.py)
       <KEY>/                        KEY = first 20 hex of sha256 over the JSON of
                                     {"format", "checkpoint", "data", "max_length",
                                     "settings", "base"}: the checkpoint's and the reviews'
@@ -67,6 +68,7 @@ def cache_key(checkpoint_sha: str, data_sha: str, max_length: int, settings: dic
 
 
 def roots(checkpoint) -> list[Path]:
+    """The prediction cache's folders (store/location.py's analysis kind), each's heads/."""
     return [r / SUBFOLDER for r in prediction_cache.roots(checkpoint)]
 
 

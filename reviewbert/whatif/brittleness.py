@@ -10,13 +10,15 @@ right and wrong. The numbers are upper bounds on the smallest deletion: the sear
 greedy along a ranking, and the set it finds is 1-minimal (no word of it can be put
 back), not the smallest of all.
 
-Cache, next to the checkpoint (the folder holding config.json)::
+Cache, next to the checkpoint (the folder holding config.json), or in the per-user
+fallback ``~/.cache/reviewbert/whatif/<P>/`` when the checkpoint folder cannot be written
+(store/location.py says where, and finds a run in either)::
 
     CHECKPOINT/whatif/
       <key>.json            one finished run, written atomically (fsio.atomic_write_json):
           {"format": "reviewbert-brittleness/1",
            "key":            the file's name, see below,
-           "weights_sha256": run_cache.weights_sha256 of the checkpoint,
+           "weights_sha256": store.run_records.weights_sha256 of the checkpoint,
            "checkpoint":     the folder as given (informative only),
            "max_length":     tokens the model read per review,
            "labels":         the class names, in class-id order,
@@ -42,29 +44,26 @@ Cache, next to the checkpoint (the folder holding config.json)::
     key = the first 20 hex digits of sha256(JSON of the format, weights_sha256, max_length,
           sample, settings): other weights, reviews or settings give another file.
 
-A checkpoint folder that cannot be written is not an error: the run is returned
-uncached (``BrittlenessRun.cache_error`` says why).
+A run that cannot be kept anywhere (neither folder can be written) is not an error: it is
+returned uncached (``BrittlenessRun.cache_error`` says why).
 """
 from __future__ import annotations
 
 import hashlib
-import json
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from reviewbert.explain.faithfulness import Progress
-from reviewbert.fsio import atomic_write_json
 from reviewbert.model.device import resolve_precision
 from reviewbert.progress import resumed
-from reviewbert.store import run_records as run_cache
-from reviewbert.store.run_records import read_partial, texts_sha256, weights_sha256
+from reviewbert.store import location
+from reviewbert.store.run_records import RunRecord, texts_sha256, weights_sha256
 from reviewbert.whatif import counterfactuals as whatif
 
 FORMAT = "reviewbert-brittleness/1"
-CACHE_DIR = "whatif"
+CACHE_DIR = location.BRITTLENESS.folder   # "whatif"
 WITHIN = (1, 3, 5)
 CONFIDENCE = 0.95
 GROUPS = ("all", "correct", "wrong")
@@ -85,6 +84,9 @@ class Settings:
 
     def resolved(self, device) -> "Settings":
         return Settings(self.method, int(self.max_words), resolve_precision(self.precision, device))
+
+    def as_json(self) -> dict:
+        return asdict(self)
 
 
 def sample(n_total: int, n: int, seed: int = 0) -> list[int]:
@@ -113,7 +115,12 @@ def review_record(predictor, text: str, true: int | None, i: int, settings: Sett
 
 
 @dataclass
-class BrittlenessRun:
+class BrittlenessRun(RunRecord):
+    """One finished (or uncached) run; its file is the module docstring's <key>.json."""
+
+    FORMAT = FORMAT
+    PLACE = location.BRITTLENESS
+
     key: str
     weights_sha256: str
     checkpoint: str
@@ -124,44 +131,17 @@ class BrittlenessRun:
     reviews: list[dict]
     created: float = 0.0
     seconds: float = 0.0
-    cache_error: str = field(default="", compare=False)
-    from_cache: bool = field(default=False, compare=False)
 
     @property
     def n(self) -> int:
         return len(self.reviews)
 
-    def to_json(self) -> dict:
-        d = asdict(self)
-        d.pop("cache_error")
-        d.pop("from_cache")
-        return {"format": FORMAT, **d}
 
-    @classmethod
-    def from_json(cls, d: dict) -> "BrittlenessRun":
-        if d.get("format") != FORMAT:
-            raise ValueError(f"not a {FORMAT} file")
-        return cls(**{k: d[k] for k in ("key", "weights_sha256", "checkpoint", "max_length",
-                                        "labels", "sample", "settings", "reviews", "created",
-                                        "seconds")})
-
-
-def cache_key(weights: str, max_length: int, sample_desc: dict, settings: Settings) -> str:
-    return run_cache.key({"format": FORMAT, "weights": weights, "max_length": max_length,
-                          "sample": sample_desc, "settings": asdict(settings)})
-
-
-def cache_paths(ckpt, key: str) -> tuple[Path, Path]:
-    return run_cache.paths(ckpt, CACHE_DIR, key)
-
-
-def load_run(path) -> BrittlenessRun | None:
-    return run_cache.load(path, BrittlenessRun)
-
-
-def list_runs(ckpt, weights: str | None = None) -> list[BrittlenessRun]:
-    """Finished runs cached for ``ckpt`` (of these ``weights`` when given), newest first."""
-    return run_cache.list_runs(ckpt, CACHE_DIR, BrittlenessRun, weights)
+# the names the pages, the CLI and the tests use (store/run_records.py holds them once)
+cache_key = BrittlenessRun.cache_key
+cache_paths = BrittlenessRun.cache_paths
+load_run = BrittlenessRun.load
+list_runs = BrittlenessRun.list_runs
 
 
 def describe_sample(texts: list[str], stars: list[int | None], source: str, seed: int) -> dict:
@@ -179,49 +159,24 @@ def run(predictor, ckpt, texts: list[str], stars: list[int | None], settings: Se
     weights = weights or weights_sha256(ckpt)
     desc = describe_sample(texts, stars, source, sample_seed)
     key = cache_key(weights, predictor.max_length, desc, settings)
-    final, partial = cache_paths(ckpt, key)
-    if use_cache and (cached := load_run(final)) is not None:
+    if use_cache and (cached := BrittlenessRun.find(ckpt, key)) is not None:
         return cached
-    done, log, cache_error = _open_log(partial, use_cache)
-    resumed(progress, len(done))
     scheme = predictor.scheme
-    todo = [i for i in range(len(texts)) if i not in done]
-    try:
-        for i in todo:
+    with BrittlenessRun.journal(ckpt, key, use_cache) as journal:
+        resumed(progress, len(journal.done))
+        for i in journal.todo(len(texts)):
             true = None if stars[i] is None else scheme.class_of(stars[i])
-            rec = review_record(predictor, texts[i], true, i, settings) or {"i": i, "skip": "no words"}
-            done[i] = rec
-            if log is not None:
-                log.write(json.dumps(rec) + "\n")
-                log.flush()
+            journal.add(review_record(predictor, texts[i], true, i, settings)
+                        or {"i": i, "skip": "no words"})
             if progress:
                 progress(1)
-    finally:
-        if log is not None:
-            log.close()
-    reviews = [done[i] for i in range(len(texts)) if "skip" not in done[i]]
+    reviews = journal.reviews(len(texts))
     result = BrittlenessRun(key, weights, str(ckpt), int(predictor.max_length), list(scheme.names),
-                            desc, asdict(settings), reviews, time.time(),
-                            float(sum(r.get("seconds", 0.0) for r in reviews)), cache_error)
-    if use_cache and not cache_error:
-        try:
-            atomic_write_json(final, result.to_json())
-            partial.unlink(missing_ok=True)
-        except OSError as e:
-            result.cache_error = f"results not cached: {e.strerror or e}"
+                            desc, settings.as_json(), reviews, time.time(),
+                            float(sum(r.get("seconds", 0.0) for r in reviews)),
+                            cache_error=journal.error)
+    journal.save(result)
     return result
-
-
-def _open_log(partial: Path, use_cache: bool):
-    """(reviews already done, the partial file open for appending or None, why not cached)."""
-    if not use_cache:
-        return {}, None, ""
-    done = read_partial(partial)
-    try:
-        partial.parent.mkdir(parents=True, exist_ok=True)
-        return done, open(partial, "a", encoding="utf-8"), ""
-    except OSError as e:
-        return done, None, f"results not cached: {e.strerror or e} ({partial.parent})"
 
 
 # ------------------------------------------------------------------ summary

@@ -106,7 +106,6 @@ def test_evaluate_saves_predictions_csv_and_parquet(toy_run, tmp_path, capsys, m
     assert np.allclose(same["prob 1 star"], same["prob 1 star_test"], atol=1e-3)
 
 
-@pytest.mark.slow
 def test_evaluate_under_accelerate_launch_splits_the_work(toy_run, tmp_path):
     """Two CPU processes, each scoring its share; one file, rows in data order."""
     import subprocess
@@ -182,8 +181,6 @@ def test_errors_are_one_line_and_exit_2(toy_run, tmp_path, capsys):
     assert res.stderr.strip().splitlines()[-1].startswith("error: ")
 
 
-@pytest.mark.integration
-@pytest.mark.slow
 @pytest.mark.e2e
 def test_real_model_on_real_reviews_end_to_end(tmp_path, data_dir):
     """The embedded MiniLM fine-tuned for one epoch on 400 real reviews, all via the CLI."""

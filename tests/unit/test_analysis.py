@@ -285,10 +285,9 @@ def test_unfinished_cache_folder_is_ignored(ckpt):
 
 def test_read_only_checkpoint_caches_elsewhere(ckpt, tmp_path, monkeypatch):
     monkeypatch.setenv("REVIEWBERT_ANALYSIS_CACHE", str(tmp_path / "elsewhere"))
-    monkeypatch.setattr(cache, "roots", lambda c: [tmp_path / "nope" / "file" / "x",
-                                                   cache._fallback_root(c)])
-    (tmp_path / "nope").mkdir()
-    (tmp_path / "nope" / "file").write_text("a file, not a folder")
+    # a file where .analysis/ would be: no user can create the folder there, root included
+    # (root writes into a chmod 0o555 folder, and these tests may run as root)
+    (ckpt / cache.FOLDER).write_text("a file, not a folder")
     got = _run(ckpt, REVIEWS)
     assert str(got.folder).startswith(str(tmp_path / "elsewhere"))
     assert _run(ckpt, REVIEWS).cached

@@ -13,9 +13,12 @@ from optuna.trial import TrialState
 
 from reviewbert.cli import main
 from reviewbert.config import to_argv
+from reviewbert.errors import ConfigError
 from reviewbert.model.checkpoint import read_meta
 from reviewbert.training import search
 from reviewbert.training.runs import read_metrics, read_status
+from reviewbert.training.search import folders as search_folders
+from reviewbert.training.search import study as search_study
 
 from toyreviews import ROOT, cli, quiet_env, write_toy_csv
 
@@ -44,7 +47,6 @@ def one_error_line(capsys) -> str:
 
 
 # ----------------------------------------------------------------- real trials
-@pytest.mark.slow
 def test_grid_of_tiny_runs_completes_every_point(tmp_path, toy, tiny_model_dir):
     out = tmp_path / "grid"
     res = cli("search", *flags(toy, tiny_model_dir), *GRID_FLAGS, "--out", out, "--json",
@@ -89,7 +91,6 @@ def test_grid_of_tiny_runs_completes_every_point(tmp_path, toy, tiny_model_dir):
     assert len(load_study(out).trials) == 4
 
 
-@pytest.mark.slow
 def test_two_workers_split_one_sqlite_study(tmp_path, toy, tiny_model_dir):
     out = tmp_path / "shared"
     url = f"sqlite:///{tmp_path / 'shared.db'}"
@@ -224,9 +225,9 @@ def test_spec_round_trips_through_argv(toy):
     dist = spec.distributions()
     assert isinstance(dist["batch_size"], optuna.distributions.IntDistribution)
     assert dist["lr_bert"].log and dist["labels"].choices == (5, 3)
-    with pytest.raises(search.ConfigError, match="needs --sampler tpe"):
+    with pytest.raises(ConfigError, match="needs --sampler tpe"):
         search.SearchSpec.from_args(["--data", str(toy), "--range", "lr_bert=1e-6:1e-4"])
-    with pytest.raises(search.ConfigError, match="log range needs LOW > 0"):
+    with pytest.raises(ConfigError, match="log range needs LOW > 0"):
         search.SearchSpec.from_args(["--data", str(toy), "--sampler", "tpe", "--trials", "2",
                                      "--range", "weight_decay=0:0.1:log"])
 
@@ -351,8 +352,8 @@ def test_a_killed_workers_trial_fails_and_its_point_is_rerun_once(tmp_path, toy)
 
 def test_a_silent_worker_on_another_host_is_failed_by_its_heartbeat(tmp_path, toy, monkeypatch):
     import time
-    monkeypatch.setattr(search, "HEARTBEAT_S", 1)
-    monkeypatch.setattr(search, "GRACE_S", 1)
+    monkeypatch.setattr(search_study, "HEARTBEAT_S", 1)      # read there, by the storage
+    monkeypatch.setattr(search_study, "GRACE_S", 1)          # and the heartbeat
     spec = shared_spec(toy, tmp_path, points=2)
     a = search.SearchWorker(spec, tmp_path / "a", start_trial=dying_starter, poll_s=0,
                             log=lambda *a: None)
@@ -376,7 +377,7 @@ def test_a_silent_worker_on_another_host_is_failed_by_its_heartbeat(tmp_path, to
 
 def test_a_point_whose_reruns_keep_dying_ends_failed(tmp_path, toy):
     spec = shared_spec(toy, tmp_path, points=1)
-    for i in range(search.MAX_RETRIES + 1):
+    for i in range(search_study.MAX_RETRIES + 1):
         w = search.SearchWorker(spec, tmp_path / f"w{i}", start_trial=dying_starter,
                                 poll_s=0, log=lambda *a: None)
         w.pid, w.started = dead_process()
@@ -386,9 +387,9 @@ def test_a_point_whose_reruns_keep_dying_ends_failed(tmp_path, toy):
                                poll_s=0, log=lambda *a: None)
     assert last.run() == "finished"               # nothing left to run
     _, trials = complete_points(spec.storage)
-    assert [t.state for t in trials] == [TrialState.FAIL] * (search.MAX_RETRIES + 1)
+    assert [t.state for t in trials] == [TrialState.FAIL] * (search_study.MAX_RETRIES + 1)
     st = read_status(tmp_path / "last")
-    assert (st["failed"], st["retried"], st["left"], st["complete"]) == (1, search.MAX_RETRIES, 0, 0)
+    assert (st["failed"], st["retried"], st["left"], st["complete"]) == (1, search_study.MAX_RETRIES, 0, 0)
 
 
 def test_importances_of_trials_that_all_scored_the_same_say_so(tmp_path, toy):
@@ -412,6 +413,6 @@ def test_a_search_whose_study_is_not_created_yet_reads_from_its_files(tmp_path, 
     spec.check()
     out = tmp_path / "early"
     out.mkdir()
-    search._claim_folder(spec, out)               # search.json: the first worker's first step
+    search_folders.claim_folder(spec, out)        # search.json: the first worker's first step
     info = search.read_search(out, study=True)    # the page asks before the study exists
     assert info["trials"] == [] and info["spec"]["size"] == 2

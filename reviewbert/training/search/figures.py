@@ -27,7 +27,10 @@ import pandas  # noqa: F401 - whole before plotly peeks at it (reviewbert/server
 import plotly.graph_objects as go
 
 from reviewbert.fsio import read_json
-from reviewbert.training import search
+from reviewbert.training.runs import SEARCH_FILE
+from reviewbert.training.search.folders import storage_url
+from reviewbert.training.search.spec import SearchSpec
+from reviewbert.training.search.study import open_storage, storage_errors
 
 FIGURES = ("history", "importances", "parallel", "contour", "slice", "intermediate")
 TITLES = {"history": "Optimisation history", "importances": "Parameter importances (fANOVA)",
@@ -45,12 +48,12 @@ PRUNED_COLOR = "#d9822b"
 def load_study(search_dir):
     """The Optuna study of a search folder (its search.json names storage and study)."""
     import optuna
-    record = read_json(Path(search_dir) / search.SEARCH_FILE)
+    record = read_json(Path(search_dir) / SEARCH_FILE)
     if not record:
-        raise ValueError(f"{search_dir} is not a search folder (no {search.SEARCH_FILE})")
-    url = search.storage_url(search.SearchSpec.from_dict(record), search_dir)
-    with search._storage_errors(url):
-        return optuna.load_study(study_name=record["study"], storage=search._storage(url))
+        raise ValueError(f"{search_dir} is not a search folder (no {SEARCH_FILE})")
+    url = storage_url(SearchSpec.from_dict(record), search_dir)
+    with storage_errors(url):
+        return optuna.load_study(study_name=record["study"], storage=open_storage(url))
 
 
 def study_signature(study) -> tuple:
