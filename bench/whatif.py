@@ -130,7 +130,7 @@ def brittleness_time(predictor, checkpoint: str, n: int) -> dict | None:
         return {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"}
     chosen = [reviews[i] for i in brittleness.sample(len(reviews), n, 0)]
     t0 = time.perf_counter()
-    res = brittleness.run(predictor, checkpoint, [r.text for r in chosen], [r.stars for r in chosen],
+    res = brittleness.measure(predictor, checkpoint, [r.text for r in chosen], [r.stars for r in chosen],
                           use_cache=False)
     secs = time.perf_counter() - t0
     return {"n": len(chosen), "seconds": round(secs, 2), "per_review_s": round(secs / len(chosen), 4),

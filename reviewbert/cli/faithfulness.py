@@ -56,7 +56,7 @@ def run(args) -> int:
     if not texts:
         raise UsageError("the test split is empty")
     with TqdmProgress(len(texts), "faithfulness") as bar:
-        result = faithfulness.run(predictor, info.path, texts, settings, sample_seed=args.seed,
+        result = faithfulness.measure(predictor, info.path, texts, settings, sample_seed=args.seed,
                                   progress=bar, use_cache=not args.no_cache)
     summary = faithfulness.summarize(result)
     where = "cached" if result.from_cache else f"{result.seconds:.0f} s"

@@ -96,7 +96,7 @@ def _brittleness(predictor, info, args) -> int:
     from reviewbert.progress import TqdmProgress
     settings = brittleness.Settings(args.method or brittleness.DEFAULT_METHOD, args.max_words)
     with TqdmProgress(len(chosen), "brittleness") as bar:
-        result = brittleness.run(predictor, info.path, [e.text for e in chosen],
+        result = brittleness.measure(predictor, info.path, [e.text for e in chosen],
                                  [int(e.stars) for e in chosen], settings, sample_seed=args.seed,
                                  progress=bar, use_cache=not args.no_cache)
     summary = brittleness.summarize(result)

@@ -265,7 +265,7 @@ Progress = Callable[[int], None]
 run first tells it, through ``reviewbert.progress.resumed``, how many were done before)."""
 
 
-def run(predictor, ckpt, texts: list[str], settings: Settings = Settings(), *,
+def measure(predictor, ckpt, texts: list[str], settings: Settings = Settings(), *,
         source: str = "test split", sample_seed: int = 0, progress: Progress | None = None,
         use_cache: bool = True, weights: str | None = None) -> FaithfulnessRun:
     """The faithfulness of every method in ``settings`` on ``texts`` (the sample), with

@@ -69,7 +69,7 @@ def faithfulness_section(predictor, info, key_prefix: str = "faith"):
         if clicked:
             intro.empty()
             bar = StreamlitProgress(len(sample), "Explaining and erasing", guess=pace)
-            cached = faithfulness.run(predictor, info.path, sample, settings, source=source,
+            cached = faithfulness.measure(predictor, info.path, sample, settings, source=source,
                                       progress=bar, weights=weights)
             bar.close()
             if cached.cache_error:

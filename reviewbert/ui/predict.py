@@ -157,7 +157,7 @@ def input_panel(info: CheckpointInfo, ckpt_key: str) -> Prediction | None:
                     "spaces), or press **Sample a review**.")
             return
         try:
-            pred = run(checkpoints.require_predictor()[1], text, ckpt_key)
+            pred = predict_text(checkpoints.require_predictor()[1], text, ckpt_key)
         except Exception:
             PREDICT.done()          # said once, not on every run
             raise
@@ -209,7 +209,7 @@ def _predict(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
         return shared_prediction(ckpt_key, text, predictor)
 
 
-def run(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
+def predict_text(predictor: Predictor, text: str, ckpt_key: str) -> Prediction:
     """Predict ``text`` as the session's result. A run stopped by a click made during the
     forward pass leaves :data:`PREDICT` asked (:func:`input_panel` marks it done only
     after this returns), so the run that click starts predicts again, from the shared

@@ -419,7 +419,7 @@ def brittleness_tab(predictor, info, reviews, source: str, weights: str,
 def _run_brittleness(predictor, info, texts, stars, settings, source):
     bar = StreamlitProgress(len(texts), "Deleting words until the rating changes")
     with _threads(predictor):
-        result = brittleness.run(predictor, info.path, texts, stars, settings, source=source,
+        result = brittleness.measure(predictor, info.path, texts, stars, settings, source=source,
                                  progress=bar)
     bar.close()
     if result.cache_error:

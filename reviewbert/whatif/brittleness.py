@@ -150,7 +150,7 @@ def describe_sample(texts: list[str], stars: list[int | None], source: str, seed
             "stars_sha256": hashlib.sha256(blob.encode()).hexdigest()}
 
 
-def run(predictor, ckpt, texts: list[str], stars: list[int | None], settings: Settings = Settings(),
+def measure(predictor, ckpt, texts: list[str], stars: list[int | None], settings: Settings = Settings(),
         *, source: str = "test split", sample_seed: int = 0, progress: Progress | None = None,
         use_cache: bool = True, weights: str | None = None) -> BrittlenessRun:
     """The deletion flip of every review of ``texts`` (the sample; ``stars`` their true

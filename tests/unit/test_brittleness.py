@@ -45,7 +45,7 @@ def predictor_of(path):
 
 
 def test_words_needed_shares_and_groups(ckpt):
-    res = B.run(predictor_of(ckpt), ckpt, TEXTS, STARS, SETTINGS)
+    res = B.measure(predictor_of(ckpt), ckpt, TEXTS, STARS, SETTINGS)
     assert [r["k"] for r in res.reviews] == [1, 2, 1, None, None]
     assert [r["words"] for r in res.reviews][:3] == [[UP], [UP, UP], [DOWN]]
     assert [r["new_pred"] for r in res.reviews][:3] == [2, 2, 2]
@@ -67,15 +67,15 @@ def test_words_needed_shares_and_groups(ckpt):
 def test_cached_next_to_the_checkpoint_and_resumed(ckpt):
     predictor = predictor_of(ckpt)
     calls = []
-    res = B.run(predictor, ckpt, TEXTS, STARS, SETTINGS, progress=calls.append)
+    res = B.measure(predictor, ckpt, TEXTS, STARS, SETTINGS, progress=calls.append)
     assert calls == [1, 1, 1, 1, 1]                           # one call per review
     final, partial = B.cache_paths(ckpt, res.key)
     assert final.exists() and not partial.exists() and final.parent == ckpt / "whatif"
     disk = json.loads(final.read_text())
     assert disk["format"] == B.FORMAT and disk["settings"]["precision"] == "fp32"
-    again = B.run(predictor, ckpt, TEXTS, STARS, SETTINGS)
+    again = B.measure(predictor, ckpt, TEXTS, STARS, SETTINGS)
     assert again.from_cache and again.reviews == res.reviews
-    assert B.run(predictor, ckpt, TEXTS, [3] * 5, SETTINGS).key != res.key     # other stars
+    assert B.measure(predictor, ckpt, TEXTS, [3] * 5, SETTINGS).key != res.key     # other stars
     assert [r.key for r in B.list_runs(ckpt)][-1] == res.key
 
     class Stop(Exception):
@@ -89,12 +89,12 @@ def test_cached_next_to_the_checkpoint_and_resumed(ckpt):
             raise Stop
     other = B.Settings("value_norm", 5, precision="fp32")
     with pytest.raises(Stop):
-        B.run(predictor, ckpt, TEXTS, STARS, other, progress=stop)
+        B.measure(predictor, ckpt, TEXTS, STARS, other, progress=stop)
     key = B.cache_key(B.weights_sha256(ckpt), predictor.max_length,
                       B.describe_sample(TEXTS, STARS, "test split", 0), other)
     assert len(B.cache_paths(ckpt, key)[1].read_text().splitlines()) == 2
     seen = []      # a plain callable has no resumed(): the two done before come as one call
-    done = B.run(predictor, ckpt, TEXTS, STARS, other, progress=seen.append)
+    done = B.measure(predictor, ckpt, TEXTS, STARS, other, progress=seen.append)
     assert seen == [2, 1, 1, 1] and [r["i"] for r in done.reviews] == [0, 1, 2, 3, 4]
     assert [r["k"] for r in done.reviews] == [r["k"] for r in res.reviews]
 

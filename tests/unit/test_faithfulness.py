@@ -104,7 +104,7 @@ def predictor_of(path):
 
 def test_run_is_cached_next_to_the_checkpoint_and_keyed_by_the_weights(ckpt, texts):
     bar = Counted(4)
-    res = FA.run(predictor_of(ckpt), ckpt, texts, SMALL, progress=bar)
+    res = FA.measure(predictor_of(ckpt), ckpt, texts, SMALL, progress=bar)
     assert bar.calls == [1, 1, 1, 1] and bar.resumed_from == 0        # one call per review
     assert res.n == 4 and not res.from_cache and res.methods[-1] == "random"
     final, partial = FA.cache_paths(ckpt, res.key)
@@ -114,13 +114,13 @@ def test_run_is_cached_next_to_the_checkpoint_and_keyed_by_the_weights(ckpt, tex
     assert set(on_disk["reviews"][0]["comprehensiveness"]) == set(FA.Settings().methods) | {"random"}
     assert on_disk["reviews"][0]["ig_relative_delta"] is not None
 
-    again = FA.run(predictor_of(ckpt), ckpt, texts, SMALL)
+    again = FA.measure(predictor_of(ckpt), ckpt, texts, SMALL)
     assert again.from_cache and again.reviews == res.reviews
-    assert FA.run(predictor_of(ckpt), ckpt, texts[:3], SMALL).key != res.key   # another sample
+    assert FA.measure(predictor_of(ckpt), ckpt, texts[:3], SMALL).key != res.key   # another sample
 
     # the same folder, re-saved with other weights: another key, nothing stale is read
     make_tiny_model(ckpt, seed=5)
-    fresh = FA.run(predictor_of(ckpt), ckpt, texts, SMALL)
+    fresh = FA.measure(predictor_of(ckpt), ckpt, texts, SMALL)
     assert not fresh.from_cache and fresh.key != res.key
     assert fresh.weights_sha256 != res.weights_sha256
     assert [r.key for r in FA.list_runs(ckpt, fresh.weights_sha256)] == [fresh.key]
@@ -139,7 +139,7 @@ def test_an_interrupted_run_resumes_where_it_stopped(ckpt, texts):
             raise Stop
     predictor = predictor_of(ckpt)
     with pytest.raises(Stop):
-        FA.run(predictor, ckpt, texts, SMALL, progress=stop_after_two)
+        FA.measure(predictor, ckpt, texts, SMALL, progress=stop_after_two)
     key = FA.cache_key(FA.weights_sha256(ckpt), predictor.max_length,
                        {"source": "test split", "seed": 0, "n": 4,
                         "texts_sha256": FA.texts_sha256(texts)}, SMALL)
@@ -148,17 +148,17 @@ def test_an_interrupted_run_resumes_where_it_stopped(ckpt, texts):
     with open(partial, "a") as f:
         f.write('{"i": 3, "n_wo')                               # a torn line from a crash
     bar = Counted(4)
-    res = FA.run(predictor, ckpt, texts, SMALL, progress=bar)
+    res = FA.measure(predictor, ckpt, texts, SMALL, progress=bar)
     assert bar.resumed_from == 2 and bar.calls == [1, 1]      # only the two missing ones ran
     assert [r["i"] for r in res.reviews] == [0, 1, 2, 3] and final.exists()
     assert not partial.exists()
-    whole = FA.run(predictor, ckpt, texts, SMALL, use_cache=False)
+    whole = FA.measure(predictor, ckpt, texts, SMALL, use_cache=False)
     assert [r["comprehensiveness"] for r in whole.reviews] == \
         [r["comprehensiveness"] for r in res.reviews]        # resumed = computed in one go
 
 
 def test_summary_verdict_and_json(ckpt, texts):
-    res = FA.run(predictor_of(ckpt), ckpt, texts, SMALL, use_cache=False)
+    res = FA.measure(predictor_of(ckpt), ckpt, texts, SMALL, use_cache=False)
     summary = FA.summarize(res, n_boot=200)
     out = FA.summary_json(res, summary)
     assert list(out) == list(FA.Settings().methods) + ["random"]

@@ -136,12 +136,12 @@ def test_faithfulness_of_a_read_only_checkpoint_is_kept_in_the_fallback(tiny, re
     texts = ["Great phone, poor battery.", "The screen cracked on day one."]
     predictor = _predictor(tiny)
     read_only(tiny)
-    res = FA.run(predictor, tiny, texts, settings)
+    res = FA.measure(predictor, tiny, texts, settings)
     assert res.cache_error == "" and not res.from_cache
     final, partial = FA.cache_paths(tiny, res.key)
     assert final == user_cache / "faithfulness" / tag(tiny) / f"{res.key}.json"
     assert final.is_file() and not partial.exists() and not (tiny / "faithfulness").exists()
-    again = FA.run(predictor, tiny, texts, settings)
+    again = FA.measure(predictor, tiny, texts, settings)
     assert again.from_cache and again.reviews == res.reviews
     assert [r.key for r in FA.list_runs(tiny, res.weights_sha256)] == [res.key]
 
@@ -160,18 +160,18 @@ def test_brittleness_of_a_read_only_checkpoint_resumes_and_is_read_from_the_fall
     def stop(n):
         raise Stop
     with pytest.raises(Stop):
-        B.run(predictor, ckpt, texts, stars, settings, progress=stop)
+        B.measure(predictor, ckpt, texts, stars, settings, progress=stop)
     key = B.cache_key(B.weights_sha256(ckpt), predictor.max_length,
                       B.describe_sample(texts, stars, "test split", 0), settings)
     final, partial = B.cache_paths(ckpt, key)
     assert partial.parent == user_cache / "whatif" / tag(ckpt) and not final.exists()
     assert len(partial.read_text().splitlines()) == 1
     seen = []
-    res = B.run(predictor, ckpt, texts, stars, settings, progress=seen.append)
+    res = B.measure(predictor, ckpt, texts, stars, settings, progress=seen.append)
     assert seen == [1, 1] and [r["k"] for r in res.reviews] == [1, None]   # resumed after one
     assert B.cache_paths(ckpt, key) == (final, partial) and final.is_file()
     assert not partial.exists() and not (ckpt / "whatif").exists()
-    assert B.run(predictor, ckpt, texts, stars, settings).from_cache
+    assert B.measure(predictor, ckpt, texts, stars, settings).from_cache
     assert [r.key for r in B.list_runs(ckpt)] == [key]
 
 
