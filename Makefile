@@ -5,7 +5,7 @@ PY    := $(VENV)/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-test.txt pyproject.toml | sha1sum | cut -c1-12)
 STAMP := $(VENV)/.installed-$(REQ_HASH)
 
-.PHONY: run test lint fuzz setup browser bench demo-checkpoint clean-venv
+.PHONY: run test lint setup browser bench demo-checkpoint clean-venv
 
 setup: $(STAMP)
 
@@ -25,78 +25,79 @@ run: setup
 browser:
 	@bash scripts/ensure-chromium.sh
 
-# Two workers (pytest-xdist), each taking whole files: one worker alone used ~0.9 of the
-# two cores (much of a browser or subprocess test is waiting), and module fixtures (a
-# Streamlit server, a trained run) still start once. TEST_WORKERS=0 runs in one process.
+# Two workers (pytest-xdist), each taking whole files: one worker alone left a core mostly
+# idle (much of a browser or subprocess test is waiting), and module fixtures (a Streamlit
+# server, a trained run) still start once. TEST_WORKERS=0 runs in one process.
+# `make test` runs every test outside the suites below; the suites are defined, with their
+# markers, in one place: tests/conftest.py (SUITES). docs/testing.md says what each holds.
 TEST_WORKERS ?= 2
-test: setup browser lint
+test: setup browser lint docs-check
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
-
-# The Heads suite (tests marked `heads`): the analysis of the demo on 300 test reviews
-# (tests/integration/test_heads_demo.py) beside the Heads page in Chromium
-# (tests/browser/test_browser_heads.py), ~3 min on 2 cores. Its own command because it
-# took 3 of make test's 15 minutes; CI (.ci/run) runs it after make test.
-.PHONY: heads
-heads: setup browser
-	$(PY) -m pytest -m heads -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
-
-# The end-to-end journeys (tests marked `e2e`): the Train, Error analysis, Which words and
-# Map pages driven through in Chromium, a server killed while a run trains, launch / stop /
-# resume / queue on real data, a search launched from the Train page, the real model
-# fine-tuned and used through the CLI, and the demo in bf16 on 96 reviews (~50 s: bf16
-# without bf16 units; moved out of make test when it reached 14 min 12 s, 2026-11-28).
-# Each took 60-80 s on a 2-core AVX2 CPU, and with them make test took 19 minutes there
-# (11 on an AVX-512 one); CI (.ci/run) runs them after make test. ~5 min on 2 cores.
-.PHONY: e2e
-e2e: setup browser
-	$(PY) -m pytest -m e2e -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # ruff, with the rules in pyproject.toml ([tool.ruff]); `make test` runs it first
 lint: setup
 	$(VENV)/bin/ruff check .
 
-# Thousands of generated bad inputs per property (tests marked `fuzz`; `make test` runs a
-# few dozen of each). More: make fuzz REVIEWBERT_FUZZ_EXAMPLES=10000
+# The documentation site (mkdocs.yml, docs/): `make docs` builds it into site/, which opens
+# from disk with no network. `make test` runs docs-check first: the same build with
+# --strict into a temporary folder, so a broken link or a missing page fails it.
+.PHONY: docs docs-check
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+docs-check: setup
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir "$$tmp"
+
+# The suites kept out of `make test`'s 15 minutes, each run by its own target; CI (.ci/run)
+# runs heads, e2e, umap and faults after make test.
+.PHONY: heads e2e umap faults fuzz hostile load distributed postgres
+# The Heads analysis of the demo on 300 test reviews, beside the Heads page in Chromium.
+heads: setup browser
+	$(PY) -m pytest -m heads -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# The end-to-end journeys: the Train, Error analysis, Which words and Map pages driven in
+# Chromium, a server killed while a run trains, launch / stop / resume / queue on real
+# data, a search launched from the Train page, the real model fine-tuned and used through
+# the CLI, and the demo in bf16 (slow on a CPU without bf16 units).
+e2e: setup browser
+	$(PY) -m pytest -m e2e -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+
+# UMAP on a toy set and of 10,000 reviews of a real data file: UMAP's first call compiles
+# its numba code, so run it alone.
+umap: setup
+	$(PY) -m pytest -m umap -n 0 $(PYTEST_ARGS)
+
+# The fault loops: SIGKILL a training run at four points, one of each kind, then at ten
+# random points, and resume each time.
+faults: setup
+	$(PY) -m pytest -m faults $(PYTEST_ARGS)
+
+# Thousands of generated bad inputs per property (`make test` runs a few dozen of each).
+# More: make fuzz REVIEWBERT_FUZZ_EXAMPLES=10000
 fuzz: setup
 	REVIEWBERT_FUZZ_EXAMPLES=$(or $(REVIEWBERT_FUZZ_EXAMPLES),1500) \
 	  $(PY) -m pytest -m fuzz --hypothesis-show-statistics $(PYTEST_ARGS)
 
-# Many concurrent Streamlit sessions against one server while a run trains (tests marked
-# `load`; `make test` skips them). The full measurement: .venv/bin/python bench/load.py
-.PHONY: load
-load: setup
-	$(PY) -m pytest -m load $(PYTEST_ARGS)
-
 # The whole hostile-text corpus (tests/hostile_texts.py) through the Predict, Error analysis
 # and Inside BERT pages and the What if? editor in Chromium (`make test` runs a few of its
 # texts on each).
-.PHONY: hostile
 hostile: setup browser
 	$(PY) -m pytest tests/browser/test_browser_hostile.py -m "hostile or not hostile" $(PYTEST_ARGS)
 
-# The fault loops (tests marked `faults`: SIGKILL a training run at four points, one of each
-# kind, then at ten random points, and resume each time; ~70 s and ~3 min on 2 cores, so
-# make test leaves them to CI's step after it).
-.PHONY: faults
-faults: setup
-	$(PY) -m pytest -m faults $(PYTEST_ARGS)
+# Many concurrent Streamlit sessions against one server while a run trains. The full
+# measurement: .venv/bin/python bench/load.py
+load: setup
+	$(PY) -m pytest -m load $(PYTEST_ARGS)
 
-# Search workers on a real PostgreSQL server (tests marked `distributed`; `make test` skips
-# them): Debian's postgresql is installed if missing (root or sudo, as for chromium), each
-# test starts a throwaway server (initdb in a temporary folder, 127.0.0.1 only) and removes it.
-.PHONY: postgres distributed
+# Search workers on a real PostgreSQL server: Debian's postgresql is installed if missing
+# (root or sudo, as for chromium), each test starts a throwaway server (initdb in a
+# temporary folder, 127.0.0.1 only) and removes it.
 postgres:
 	@bash scripts/ensure-postgresql.sh
 
 distributed: setup postgres
 	$(PY) -m pytest -m distributed -n 0 $(PYTEST_ARGS)
-
-# UMAP on a toy set and of 10,000 reviews of a real data file, embedded by the demo
-# checkpoint (tests marked `umap`): UMAP's first call compiles its numba code, a minute on
-# 2 cores, so make test leaves it to CI's step after it. Run it alone.
-.PHONY: umap
-umap: setup
-	$(PY) -m pytest -m umap -n 0 $(PYTEST_ARGS)
 
 bench: setup
 	$(PY) bench/ingest.py

@@ -2,6 +2,7 @@
 every non-localhost request blocked. Screenshots go to artifacts/browser/."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from browser_support import (
     open_view,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e]
 pytest.importorskip("playwright.sync_api")
 
 ART = ROOT / "artifacts" / "browser"
@@ -101,6 +102,7 @@ def test_which_words_mattered_and_faithfulness_offline(page):
     pg.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].length >= 2",
                          timeout=30_000)
     shot(pg, "explain_03_faithfulness.png", height=2600)
+    shutil.copy(ART / "explain_03_faithfulness.png", ROOT / "docs" / "screenshots" / "faithfulness.png")
     assert blocked == [], f"requests left localhost: {blocked}"
     assert dialogs == []
 

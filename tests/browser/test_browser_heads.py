@@ -7,16 +7,20 @@ a review, the pruning curve, the atlas, the fine-tuning divergence; then bertviz
 view beside the head view. Screenshots go to artifacts/browser/."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from browser_support import (
+    ART,
+    ROOT,
     caption_with,
     demo_server,
     offline_context,
     shot,
 )
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.integration, pytest.mark.heads]
+pytestmark = [pytest.mark.heads]
 playwright = pytest.importorskip("playwright.sync_api")
 
 
@@ -68,6 +72,7 @@ def test_heads_page_and_model_view_in_a_real_browser(server, tmp_path):
         caption_with(page, "Spearman")
         page.wait_for_timeout(1000)               # let Streamlit attach its selection handler
         shot(page, "heads_01_importance.png", height=2400)
+        shutil.copy(ART / "heads_01_importance.png", ROOT / "docs" / "screenshots" / "heads.png")
 
         # click a head: its numbers and its attention on a review below
         click_cell(page, "Head importance", 3, 9)
