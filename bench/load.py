@@ -25,7 +25,7 @@ highlighted text and no exception or error alert was drawn.
    script_finished) is kept. All sessions connect at once; with ``--ramp S`` each
    one's first Predict comes 0..S s later (uniform), else all at the same instant.
 
-Two profiles are quoted in the README. Stress: think 1-4 s, no ramp (20 users ask
+Two profiles are quoted in docs/performance.md. Stress: think 1-4 s, no ramp (20 users ask
 for ~8 predictions/s, about three times what 2 cores serve, so the queue grows and
 the target cannot hold). Classroom: think 10-30 s (reading the result), first
 clicks over 20 s.

@@ -7,7 +7,7 @@
 # 1. fine-tune on all five files of ../shared/data (deduplicated, balanced); with
 #    TEACHER_SEEDS="42 43", first teacher runs of the same recipe with those seeds, then the
 #    demo distilled from their averaged probabilities (--teachers; measured, not shipped:
-#    README "Distillation"),
+#    docs/performance.md, "Distillation"),
 # 2. export the best epoch as fp16 safetensors with its tokenizer,
 # 3. evaluate it on its own test split, run the TF-IDF baseline on the same split,
 #    and (5 labels only, HOLDOUT=1) the held-out-file generalisation run,
@@ -25,11 +25,11 @@ BALANCE="${BALANCE:-resample}"      # how training uses the classes (bench/ablat
 MAXLEN="${MAXLEN:-256}"
 SIGMA="${SIGMA:-0}"                  # ordinal soft labels (0 = plain cross-entropy; 0.75 tried)
 # auto: bf16 autocast where the CPU has bf16 units (AMX/AVX512-BF16; faster at the same
-# accuracy, README "bf16 training on a CPU"), fp32 elsewhere (bf16 is emulated there, slower)
+# accuracy, docs/performance.md, "bf16 training on a CPU"), fp32 elsewhere (bf16 is emulated there, slower)
 MP="${MP:-auto}"
 # knowledge distillation: teachers of the same recipe with these seeds, on the same split;
 # ALPHA = the teachers' share of the training target. Off by default: students of two
-# teachers (alpha 0.8 and 1.0) did not beat one run on validation (README "Distillation").
+# teachers (alpha 0.8 and 1.0) did not beat one run on validation (docs/performance.md, "Distillation").
 TEACHER_SEEDS="${TEACHER_SEEDS:-}"
 ALPHA="${ALPHA:-0.8}"
 if [ "$LABELS" = 5 ]; then OUT=checkpoints/demo; else OUT=checkpoints/demo-${LABELS}labels; fi

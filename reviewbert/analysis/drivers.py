@@ -2,7 +2,8 @@
 predicted rating and per (true, predicted) cell.
 
 Methods: the two most faithful on the Faithfulness page, **Integrated Gradients**
-and **attention × value norm** (``reviewbert/explain/methods.py``; ERASER numbers in the README), and
+and **attention × value norm** (``reviewbert/explain/methods.py``; ERASER numbers in
+docs/guide/faithfulness.md), and
 beside them **raw attention** (last layer, mean of heads) from the very same pass, so
 the three lists differ by method only. (The Per-rating attention tab has raw
 attention in every layer.) Every review is explained for the class the exact fp32

@@ -24,7 +24,7 @@ def add_parser(sub):
                     "run resumes).")
     flags.checkpoint(w)
     w.add_argument("text", nargs="?", default=None, help="one review text")
-    flags.n(w, None, "brittleness: test reviews to score (300 for the README's figures)")
+    flags.n(w, None, "brittleness: test reviews to score (300 for the docs' figures)")
     flags.data(w, "the checkpoint's training files, if not where its reviewbert.json says")
     flags.seed(w, "seed of the sample (default: 0)")
     w.add_argument("--method", default=None, choices=explain.METHOD_NAMES,

@@ -29,10 +29,10 @@ Layout (inside the prediction cache's folders, ``analysis/cache.py``)::
                                     "relaxed_accuracy", "auc" (+ "_min"/"_max" for random)}]},
                                     "seconds"}
         attention.json              stage 4: {"format", "key", "atlas": {stat: [L][H]} (the
-                                    stats of head_roles.py), "finetune_js": [L][H] or null,
+                                    stats of heads/roles.py), "finetune_js": [L][H] or null,
                                     "finetune_note": why it is null, or "", "seconds"}
         result.json                 written LAST: the whole result, exactly the JSON line
-                                    of ``reviewbert heads --json`` (head_analysis.py); a
+                                    of ``reviewbert heads --json`` (heads/analysis.py); a
                                     folder without it is unfinished, and the next run goes
                                     on from its last finished stage
 

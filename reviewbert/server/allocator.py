@@ -14,7 +14,7 @@ than in use; Python's own objects did not grow under ``tracemalloc``).
 
 Setting the threshold once, by ``mallopt``, also turns off its dynamic rise: big
 blocks then always come from ``mmap`` and go back on ``free``. Measured with
-``bench/memory.py --only app`` (see the README): the growth drops to a few MB, the
+``bench/memory.py --only app`` (docs/performance.md): the growth drops to a few MB, the
 whole RSS is lower. A prediction's one large block, its attention array, comes from a
 pool of reused buffers (reviewbert/model/buffers.py), so it does not pay for fresh pages; its
 activations stay under the threshold.
@@ -50,9 +50,9 @@ M_ARENA_MAX = -8
 MMAP_THRESHOLD = 4 << 20
 """Blocks of 4 MB and more are mapped and unmapped (a review's attention array, 19 MB at
 256 tokens); smaller ones, the model's activations (1.5 MB at most at 256 tokens), come
-from the arenas. Of the thresholds tried (glibc's default, 256 KB, 1 MB, 4 MB; env
-MALLOC_MMAP_THRESHOLD_ on the app server), 4 MB grew the least from the 10th to the
-100th prediction (``bench/memory.py --only app``)."""
+from the arenas. Of the thresholds tried on the app server (glibc's default and three
+fixed ones, through the env MALLOC_MMAP_THRESHOLD_), this one kept the server's memory
+flattest over 100 predictions (``bench/memory.py --only app``)."""
 
 THRESHOLD_ENV = "REVIEWBERT_MMAP_THRESHOLD"
 """Bytes, to try another threshold; ``glibc`` leaves glibc's dynamic default (A/B runs)."""

@@ -70,7 +70,7 @@ HOTFLIP_PER_POSITION = 2
 """At most this many of them swap the same word (else one word takes all 16)."""
 DEFAULT_METHOD = "value_norm"
 """Attention × value norm: instant (it reads the prediction's own pass), and the most
-faithful of the attention methods on the demo (README, Faithfulness)."""
+faithful of the attention methods on the demo (docs/guide/faithfulness.md)."""
 HISTORY_SIZE = 8
 VERIFY_MARGIN = 0.25
 """``Checker(verify="bf16")`` only: a row whose two largest logits are closer than this is

@@ -2,7 +2,7 @@
 checkpoint (trained MiniLM) on 100 reviews of its real test split (20 per rating, as
 a data file, to keep the CPU time small): evaluate, click a confusion-matrix cell,
 open a misclassified review and see its attention views, open the label issues and
-the per-rating charts. Screenshots go to artifacts/browser/ (one goes in the README).
+the per-rating charts. Screenshots go to artifacts/browser/ (one is docs/screenshots/error_analysis.png).
 """
 from __future__ import annotations
 

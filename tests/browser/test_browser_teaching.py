@@ -2,7 +2,7 @@
 
 Serves the shipped demo checkpoint (MiniLM fine-tuned; the embedded MiniLM with an
 untrained head if the demo is missing). Screenshots go to artifacts/browser/, and
-one to docs/screenshots/inside_bert.png for the README.
+one to docs/screenshots/inside_bert.png for the docs.
 """
 from __future__ import annotations
 

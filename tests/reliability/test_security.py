@@ -1,4 +1,4 @@
-"""The security model (README, "Security"), one claim per section, each with a test.
+"""The security model (docs/security.md), one claim per section, each with a test.
 
 1. Weights are loaded only from safetensors; nothing is ever unpickled, and
    ``trust_remote_code`` is never set.

@@ -1,8 +1,8 @@
 """A search's dashboard: Optuna's own Plotly figures of its study, in the app's theme.
 
-    study = search_figures.load_study("checkpoints/lr-grid")
-    imp = search_figures.importances(study)       # fANOVA, with how many trials it rests on
-    figs = search_figures.dashboard(study, imp)    # name -> plotly Figure
+    study = figures.load_study("checkpoints/lr-grid")
+    imp = figures.importances(study)       # fANOVA, with how many trials it rests on
+    figs = figures.dashboard(study, imp)    # name -> plotly Figure
 
 The figures are ``optuna.visualization``'s (optimisation history, parallel
 coordinates, parameter importances, contour and slice of the two most important
