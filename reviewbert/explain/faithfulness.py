@@ -266,8 +266,8 @@ run first tells it, through ``reviewbert.progress.resumed``, how many were done 
 
 
 def measure(predictor, ckpt, texts: list[str], settings: Settings = Settings(), *,
-        source: str = "test split", sample_seed: int = 0, progress: Progress | None = None,
-        use_cache: bool = True, weights: str | None = None) -> FaithfulnessRun:
+            source: str = "test split", sample_seed: int = 0, progress: Progress | None = None,
+            use_cache: bool = True, weights: str | None = None) -> FaithfulnessRun:
     """The faithfulness of every method in ``settings`` on ``texts`` (the sample), with
     the cache next to ``ckpt`` (see the module docstring). Resumes an unfinished run."""
     methods = settings.build_methods()

@@ -150,9 +150,10 @@ def describe_sample(texts: list[str], stars: list[int | None], source: str, seed
             "stars_sha256": hashlib.sha256(blob.encode()).hexdigest()}
 
 
-def measure(predictor, ckpt, texts: list[str], stars: list[int | None], settings: Settings = Settings(),
-        *, source: str = "test split", sample_seed: int = 0, progress: Progress | None = None,
-        use_cache: bool = True, weights: str | None = None) -> BrittlenessRun:
+def measure(predictor, ckpt, texts: list[str], stars: list[int | None],
+            settings: Settings = Settings(), *, source: str = "test split", sample_seed: int = 0,
+            progress: Progress | None = None, use_cache: bool = True,
+            weights: str | None = None) -> BrittlenessRun:
     """The deletion flip of every review of ``texts`` (the sample; ``stars`` their true
     ratings, None where unknown), cached next to ``ckpt``; resumes an unfinished run."""
     settings = settings.resolved(predictor.device)
