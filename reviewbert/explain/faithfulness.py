@@ -75,7 +75,6 @@ import numpy as np
 import torch
 
 from reviewbert.explain import methods as explain
-from reviewbert.progress import resumed
 from reviewbert.store import location
 from reviewbert.store.run_records import RunRecord, texts_sha256, weights_sha256
 
@@ -279,13 +278,8 @@ def measure(predictor, ckpt, texts: list[str], settings: Settings = Settings(), 
         return cached
     labels = {m.name: m.label for m in methods} | {RANDOM: "Random ranking"}
     with FaithfulnessRun.journal(ckpt, key, use_cache) as journal:
-        resumed(progress, len(journal.done))
-        for i in journal.todo(len(texts)):
-            journal.add(review_record(predictor, texts[i], i, methods, settings)
-                        or {"i": i, "skip": "no words"})
-            if progress:
-                progress(1)
-    reviews = journal.reviews(len(texts))
+        reviews = journal.fill(len(texts), lambda i: review_record(predictor, texts[i], i, methods,
+                                                                   settings), progress)
     result = FaithfulnessRun(key=key, weights_sha256=weights, checkpoint=str(ckpt),
                              max_length=int(predictor.max_length), sample=sample,
                              settings=settings.as_json(), labels=labels, reviews=reviews,

@@ -21,9 +21,10 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import Callable, ClassVar, TypeVar
 
 from reviewbert.fsio import atomic_write_json
+from reviewbert.progress import resumed
 from reviewbert.store.location import Place
 
 R = TypeVar("R", bound="RunRecord")
@@ -210,6 +211,17 @@ class Journal:
         if self._log is not None:
             self._log.write(json.dumps(rec) + "\n")
             self._log.flush()
+
+    def fill(self, n: int, record: Callable[[int], dict | None], progress=None) -> list[dict]:
+        """Record every review of the sample not done yet (``record(i)``; None: the review
+        has no words, kept as skipped), telling ``progress`` first how many were done before
+        (``reviewbert.progress.resumed``), then one per review; the records in order."""
+        resumed(progress, len(self.done))
+        for i in self.todo(n):
+            self.add(record(i) or {"i": i, "skip": "no words"})
+            if progress:
+                progress(1)
+        return self.reviews(n)
 
     def reviews(self, n: int) -> list[dict]:
         """The records of the sample's ``n`` reviews, in order, the skipped ones left out."""

@@ -57,7 +57,6 @@ import numpy as np
 
 from reviewbert.explain.faithfulness import Progress
 from reviewbert.model.device import resolve_precision
-from reviewbert.progress import resumed
 from reviewbert.store import location
 from reviewbert.store.run_records import RunRecord, texts_sha256, weights_sha256
 from reviewbert.whatif import counterfactuals as whatif
@@ -163,15 +162,12 @@ def measure(predictor, ckpt, texts: list[str], stars: list[int | None],
     if use_cache and (cached := BrittlenessRun.find(ckpt, key)) is not None:
         return cached
     scheme = predictor.scheme
+    def record(i: int) -> dict | None:
+        true = None if stars[i] is None else scheme.class_of(stars[i])
+        return review_record(predictor, texts[i], true, i, settings)
+
     with BrittlenessRun.journal(ckpt, key, use_cache) as journal:
-        resumed(progress, len(journal.done))
-        for i in journal.todo(len(texts)):
-            true = None if stars[i] is None else scheme.class_of(stars[i])
-            journal.add(review_record(predictor, texts[i], true, i, settings)
-                        or {"i": i, "skip": "no words"})
-            if progress:
-                progress(1)
-    reviews = journal.reviews(len(texts))
+        reviews = journal.fill(len(texts), record, progress)
     result = BrittlenessRun(key, weights, str(ckpt), int(predictor.max_length), list(scheme.names),
                             desc, settings.as_json(), reviews, time.time(),
                             float(sum(r.get("seconds", 0.0) for r in reviews)),
