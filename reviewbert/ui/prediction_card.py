@@ -184,7 +184,7 @@ def bertviz_view(pred: Prediction, c: dict, key: str = state.HV_WINDOW):
         slot = st.container()
         if n <= HV_MAX:
             slot.caption(f"Showing the whole review: [CLS], its {n - 2} tokens and [SEP].")
-            if not st.session_state.get(state.SLIDER_CODE):
+            if not runtime.code_fetched():
                 with slot:
                     runtime.prefetch_code(f"{key}_code", plotly=False)
         else:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 from reviewbert.server.heap import freeze_long_lived
 from reviewbert.ui.runtime.cached_model import (
-    LOADING,
     after_model_loads,
     load_predictor,
     load_status,
@@ -45,12 +44,12 @@ from reviewbert.ui.runtime.cached_model import (
     turn,
     wait_for_predictor,
 )
-from reviewbert.ui.runtime.clicks import CLICK_S, Request, button, form_submit, fragment_run
+from reviewbert.ui.runtime.clicks import Request, button, form_submit, fragment_run
 from reviewbert.ui.runtime.prefetch import PREFETCH_CSS, code_fetched, prefetch_code
 from reviewbert.ui.runtime.runs import begin, inside_frame, run_page
 
 __all__ = [
-    "CLICK_S", "LOADING", "PREFETCH_CSS", "Request", "after_model_loads", "begin", "button",
+    "PREFETCH_CSS", "Request", "after_model_loads", "begin", "button",
     "code_fetched", "form_submit", "fragment_run", "freeze_long_lived", "inside_frame",
     "load_predictor", "load_status", "load_test_reviews", "loading", "mtime", "prefetch_code",
     "rerun_when_loaded", "review_threads", "run_page", "turn", "wait_for_predictor",
