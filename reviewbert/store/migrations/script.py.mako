@@ -1,0 +1,20 @@
+"""${message.capitalize() if message else "A schema change of the store"}.
+
+Revision ${up_revision}, after ${down_revision | comma,n}; created ${create_date}.
+"""
+from alembic import op
+import sqlalchemy as sa
+${imports if imports else ""}
+
+revision = ${repr(up_revision)}
+down_revision = ${repr(down_revision)}
+branch_labels = ${repr(branch_labels)}
+depends_on = ${repr(depends_on)}
+
+
+def upgrade() -> None:
+    ${upgrades if upgrades else "pass"}
+
+
+def downgrade() -> None:
+    ${downgrades if downgrades else "pass"}
