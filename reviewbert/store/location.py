@@ -20,6 +20,8 @@ analysis           ``.analysis/``          ``$REVIEWBERT_ANALYSIS_CACHE/<P>/`` w
 faithfulness       ``faithfulness/``       ``<base>/faithfulness/<P>/``
 whatif             ``whatif/``             ``<base>/whatif/<P>/`` (brittleness runs)
 explanations       ``explanations/``       ``<base>/explanations/<P>/``
+behave             ``.behave/``            ``<base>/behave/<P>/`` (behavioural suite runs,
+                                           ``reviewbert/behave/runner.py``)
 =================  ======================  =============================================
 
 (The Heads cache is the ``heads/`` sub-folder of the analysis kind's folders.)
