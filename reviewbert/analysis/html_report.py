@@ -68,6 +68,7 @@ class ReportInputs:
     comparison: object | None = None        # analysis.compare.Comparison
     other: str | None = None                # the compared checkpoint's name
     split_map: object | None = None         # analysis.map_summary.MapSummary
+    behaviour: object | None = None         # behave.runner.SuiteResult (cached beside the checkpoint)
 
 
 # ------------------------------------------------------------------ html pieces
@@ -187,6 +188,8 @@ def build_report(r: ReportInputs) -> str:
         parts.append(split_map_section(r.split_map, r.preds.names, fig))
     if r.comparison is not None:
         parts += _comparison_section(r)
+    if r.behaviour is not None:
+        parts += behaviour_section(r.behaviour, fig)
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>ReviewBERT error analysis: {_e(r.checkpoint)}</title>"
@@ -268,6 +271,32 @@ def _issues_section(r: ReportInputs) -> list[str]:
         f"<h3>The {min(TOP_ISSUES, iss.count)} most likely mislabelled</h3>",
         _table(iss.table(r.preds, TOP_ISSUES).drop(columns=["row"])),
     ]
+
+
+def behaviour_section(result, fig, worst: int = 5) -> list[str]:
+    """The behavioural suite's results: the matrix, every test's fail rate, and failing
+    examples of the tests that fail most."""
+    from reviewbert.behave import figures as behave_figures
+    rows = pd.DataFrame([{
+        "capability": t.capability, "type": t.type, "test": t.name, "cases": t.n,
+        "filtered": t.filtered, "failed": t.failed, "fail rate": t.fail_rate,
+        "95 % interval": f"{100 * t.ci_low:.1f}–{100 * t.ci_high:.1f} %"} for t in result.tests])
+    pct = {"fail rate": lambda v: "–" if v != v else f"{100 * v:.1f} %"}
+    parts = [f"<h2>Behavioural tests: {_e(result.suite_name)}</h2>",
+             f'<p class="meta">{len(result.tests)} tests (CheckList\'s MFT, INV and DIR), '
+             "each with its fail rate and a Wilson 95 % interval.</p>",
+             fig(behave_figures.matrix(result)),
+             _table(rows, text_cols=("capability", "test"), formats=pct)]
+    failing = sorted((t for t in result.tests if t.failed),
+                     key=lambda t: -t.fail_rate)[:worst]
+    for t in failing:
+        ex = pd.DataFrame([{"text": x.get("text"), "original": x.get("original") or "",
+                            "predicted": x.get("pred"), "E★": x.get("e_stars")}
+                           for x in t.examples])
+        parts += [f"<h3>{_e(t.name)}: failing examples</h3>",
+                  _table(ex, text_cols=("text", "original"),
+                         formats={"E★": lambda v: "" if v is None else f"{float(v):.2f}"})]
+    return parts
 
 
 def _comparison_section(r: ReportInputs) -> list[str]:

@@ -12,6 +12,8 @@
     reviewbert faithfulness --checkpoint checkpoints/NAME --n 300 [--json]
     reviewbert whatif --checkpoint checkpoints/NAME "review text" [--json]
     reviewbert whatif --checkpoint checkpoints/NAME --n 300 [--json]
+    reviewbert behave --checkpoint checkpoints/NAME [--suite FILE] [--cases FILE.csv]
+                      [--json] [--fail-above RATE]
     reviewbert card --checkpoint checkpoints/demo --evaluation EVAL.json [...]
     reviewbert heads --checkpoint checkpoints/NAME [--data FILE ...] --n 1000 [--json]
     reviewbert heads prune --checkpoint checkpoints/NAME --fraction 0.3 --out checkpoints/NAME-pruned
@@ -38,7 +40,7 @@ from reviewbert.data import DataError
 from reviewbert.errors import CheckpointError, ConfigError
 
 COMMANDS = ("train", "evaluate", "predict", "export", "search", "faithfulness", "whatif",
-            "heads", "report", "card")
+            "behave", "heads", "report", "card")
 PROG = "python -m reviewbert"
 
 

@@ -66,6 +66,7 @@ def run(args) -> int:
         _split_map(inputs, preds, model, tok, info, args)
     if args.compare:
         _compare(inputs, preds, info, reviews, max_length, args, source)
+    inputs.behaviour = _behaviour(info, reviews, max_length)
     atomic_write_text(args.out, build_report(inputs))
     print(f"wrote {args.out} ({Path(args.out).stat().st_size / 1e6:.1f} MB)")
     if args.json:
@@ -210,3 +211,19 @@ def _summary(args, info, preds, inputs, source) -> dict:
             "count": iss.count, "metrics_without": {k: iss.metrics_clean.get(k)
                                                     for k in (*METRIC_NAMES, "n")}},
         "cache": None if preds.folder is None else str(preds.folder), "out": str(args.out)}
+
+
+def _behaviour(info, reviews, max_length: int):
+    """The shipped suite's result on these reviews when ``reviewbert behave`` (or the
+    Behaviour page) cached one beside the checkpoint; the report never runs it itself."""
+    from reviewbert.behave import runner
+    from reviewbert.behave.suite import SuiteError, default_suite
+    try:
+        found = runner.lookup(info.path, default_suite(), reviews, max_length)
+    except SuiteError:
+        return None
+    if found is None:
+        print("note: no behavioural results cached for this checkpoint: run "
+              "`reviewbert behave --checkpoint ...` first to add them to the report",
+              file=sys.stderr)
+    return found
