@@ -17,7 +17,7 @@ from reviewbert.viz.bertviz_view import MAX_TOKENS as HV_MAX
 from reviewbert.viz.bertviz_view import last_window_start
 
 # The Predict page's tabs under the prediction card; only the open one is built.
-VIEWS = ("What BERT attends to", "Which words mattered?", "Its nearest reviews", "What if?")
+VIEWS = ("What BERT attends to", "Which words mattered?", "Its nearest reviews", state.WHATIF_VIEW)
 # The attention views, tabs of their own under the layer and head controls; only the open
 # one is built (attention_views).
 ATTENTION_VIEWS = ("Highlighted review", "[CLS] per layer", "Every head of a layer",

@@ -22,6 +22,8 @@ INSIDE_PAGE = "pages/inside_bert.py"
 FAITH_PAGE = "pages/faithfulness.py"
 ERROR_PAGE = "pages/error_analysis.py"
 HEADS_PAGE = "pages/heads.py"
+BEHAVE_PAGE = "pages/behaviour.py"
+FOOL_PAGE = "pages/fool.py"
 
 # --- the frame's sidebar -----------------------------------------------------------
 CHECKPOINT = "checkpoint"                  # selectbox: str path of the chosen checkpoint
@@ -41,6 +43,7 @@ SAMPLE_WRONG = "sample_wrong"              # checkbox: only misclassified
 SAMPLE_NOTE = "sample_note"                # str: why no review could be sampled
 PENDING_REVIEW = "pending_review"          # {"text", "stars", "source"} sent by another page
 PNG = "png"                                # (figure key, PNG bytes) of the rendered heatmap
+WHATIF_VIEW = "What if?"                   # the Predict page's What if? tab's label
 PREDICT_VIEW = "predict_view"              # tabs: the open view under the prediction card
 ATTENTION_VIEW = "attention_view"          # tabs: the open attention view (prediction_card.ATTENTION_VIEWS);
                                            # + "_kept": the last one opened (prediction_card.attention_views)
@@ -200,6 +203,33 @@ ERR_BRITTLE_PREFIX = "err_brittle"         # prefix: the Brittleness tab: _n, _m
                                            # _method (selectbox), _run (button), _table,
                                            # _flips (dataframes), _hist (chart)
 
+# --- the Behaviour page (ui/behaviour.py, ui/behaviour_editor.py) ------------------
+BEHAVE_VIEW = "behave_view"                # tabs: overview / write / import-export / compare
+BEHAVE_SUITE = "behave_suite"              # selectbox: the suite the overview shows
+BEHAVE_PENDING_SUITE = "behave_pending_suite"  # suite name to select on the next run
+BEHAVE_RUN = "behave_run"                  # button: run the suite on this checkpoint
+BEHAVE_EDITOR = "behave_ed_"               # prefix: the test editor's fields and buttons
+BEHAVE_IMPORT = "behave_import"            # file_uploader (and prefix of its buttons)
+BEHAVE_EXPORT_SUITE = "behave_export_suite"    # selectbox: the suite whose results export
+BEHAVE_COMPARE_SUITE = "behave_cmp_suite"  # selectbox: the suite compared
+BEHAVE_COMPARE_OTHER = "behave_cmp_other"  # selectbox: the other checkpoint (str path)
+BEHAVE_COMPARE_RUN = "behave_cmp_run"      # button
+BEHAVE_COMPARE_TABLE = "behave_cmp_table"  # dataframe (and prefix of its chart)
+PENDING_WHATIF = "pending_whatif"          # {"original", "edit"}: What if? opens with the edit
+
+# --- Fool the model (ui/fool.py) ---------------------------------------------------
+FOOL_ROOM = "fool_room"                    # text_input: the class's room name
+FOOL_AUTHOR = "fool_author"                # text_input: the student's name (optional)
+FOOL_TEXT = "fool_text"                    # text_area: the review written to fool the model
+FOOL_STARS = "fool_stars"                  # select_slider: the stars the student meant
+FOOL_CAPABILITY = "fool_capability"        # selectbox: what the review tests
+FOOL_SEND = "fool_send"                    # form submit
+FOOL_LAST = "fool_last"                    # dict: the last entry this session sent
+FOOL_VIEW = "fool_view"                    # tabs: write / the class's board
+FOOL_CLASSROOM = "fool_classroom"          # toggle: big type for a projector
+FOOL_SAVE_SUITE = "fool_save_suite"        # text_input: the suite the class's tests go to
+FOOL_SAVE = "fool_save"                    # button: the class's entries become tests
+
 KEEP = "session"
 """``persist_state=KEEP``: the widgets whose values survive a visit to another page or to
 another tab (only the open tab is built): the review box, the sampler's filters, the
@@ -227,9 +257,13 @@ def apply_pending_checkpoint(options: list[str]) -> None:
         st.session_state[CHECKPOINT] = want
 
 
-def send_review(text: str, stars: int | None = None, source: str | None = None) -> None:
-    """Queue a review for the Predict page: it is filled in and predicted there."""
+def send_review(text: str, stars: int | None = None, source: str | None = None,
+                edit: str | None = None) -> None:
+    """Queue a review for the Predict page: it is filled in and predicted there. With
+    ``edit``, the page opens its What if? tab with ``edit`` in the editor, compared."""
     st.session_state[PENDING_REVIEW] = {"text": text, "stars": stars, "source": source}
+    if edit is not None:
+        st.session_state[PENDING_WHATIF] = {"original": text, "edit": edit}
 
 
 def apply_pending(pending_key: str, widget_key: str) -> None:
@@ -246,4 +280,15 @@ def apply_pending_review() -> bool:
         return False
     st.session_state[REVIEW_TEXT] = review["text"]
     st.session_state[TRUTH] = dict(review)
+    if st.session_state.get(PENDING_WHATIF):
+        st.session_state[PREDICT_VIEW] = WHATIF_VIEW       # the tab is drawn after this
     return True
+
+
+def take_pending_whatif(original: str) -> str | None:
+    """The edit :func:`send_review` queued for the What if? editor of ``original``, once."""
+    pending = st.session_state.get(PENDING_WHATIF)
+    if pending and pending.get("original") == original:
+        st.session_state.pop(PENDING_WHATIF, None)
+        return pending.get("edit")
+    return None
