@@ -14,7 +14,10 @@ On the Predict page (:meth:`StSession.predict`): fill "Review text", trigger
 reported as errors. Every ForwardMsg is read in full: the client announces no
 cached message hashes, so the server never sends a reference instead.
 
-Used by bench/load.py, bench/memory.py and tests/reliability/test_load.py. Traffic goes only
+Another page than the default opens with :meth:`StSession.open_page` (its URL path).
+
+Used by bench/load.py, bench/memory.py, tests/reliability/test_load.py and
+tests/reliability/test_fool_sessions.py. Traffic goes only
 to the given localhost URL (the HTTP/websocket proxy settings are ignored).
 """
 from __future__ import annotations
@@ -137,6 +140,10 @@ class StSession:
         self.ws = None
         self.session_id = None
         self.page_script_hash = ""
+        # the page a run asks for by its URL path (st.Page's url_path, "" the default page),
+        # until the server names its hash, and the URL's query (a browser sends it each run)
+        self.page_name = ""
+        self.query_string = ""
         self.last: RunResult | None = None
 
     # ------------------------------------------------------------ connection
@@ -165,12 +172,14 @@ class StSession:
         is followed to the run that finishes."""
         msg = BackMsg()
         cs = msg.rerun_script
-        cs.query_string = ""
+        cs.query_string = self.query_string
         cs.page_script_hash = self.page_script_hash
+        cs.page_name = self.page_name
         cs.widget_states.widgets.extend(widgets)
         cs.context_info.timezone = "UTC"
         cs.context_info.locale = "en-US"
-        cs.context_info.url = self.base_url + "/"
+        cs.context_info.url = (self.base_url + "/" + self.page_name
+                               + (f"?{self.query_string}" if self.query_string else ""))
         t0 = time.perf_counter()
         self.ws.send(msg.SerializeToString())
         result = RunResult(0.0, -1)
@@ -214,6 +223,16 @@ class StSession:
 
     def open(self) -> RunResult:
         """The first run, as a browser tab opening the app's default page."""
+        return self.rerun()
+
+    def open_page(self, url_path: str, query_string: str = "") -> RunResult:
+        """A run of another page, as a browser tab opening ``/url_path?query_string``
+        (``url_path``: the page's ``st.Page`` url_path, e.g. "fool" for pages/fool.py).
+        The server resolves the page by that name, since no hash is sent, and names its
+        hash in the run's navigation message; later runs stay on it by that hash."""
+        self.page_script_hash = ""
+        self.page_name = url_path.strip("/")
+        self.query_string = query_string.lstrip("?")
         return self.rerun()
 
     # ------------------------------------------------------------ the Predict page
