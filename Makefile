@@ -90,7 +90,8 @@ hostile: setup browser
 load: setup
 	$(PY) -m pytest -m load $(PYTEST_ARGS)
 
-# Search workers on a real PostgreSQL server: Debian's postgresql is installed if missing
+# Search workers and the shared store (Fool the model's entries, a killed writer, a killed
+# app server, 20 sessions) on a real PostgreSQL server: Debian's postgresql is installed if missing
 # (root or sudo, as for chromium), each test starts a throwaway server (initdb in a
 # temporary folder, 127.0.0.1 only) and removes it.
 postgres:

@@ -60,7 +60,8 @@ SUITES = {
     "hostile": "the whole hostile-text corpus through three pages and the What if? editor in a "
                "browser (make hostile)",
     "load": "many concurrent Streamlit sessions against one server (make load)",
-    "distributed": "search workers on a real PostgreSQL server (make distributed)",
+    "distributed": "search workers and the shared store on a real PostgreSQL server "
+                   "(make distributed)",
 }
 CI_SUITES = ("heads", "e2e", "umap", "faults")     # .ci/run, after make test
 
