@@ -80,8 +80,9 @@ fuzz: setup
 	  $(PY) -m pytest -m fuzz --hypothesis-show-statistics $(PYTEST_ARGS)
 
 # The whole hostile-text corpus (tests/hostile_texts.py) through the Predict, Error analysis
-# and Inside BERT pages and the What if? editor in Chromium (`make test` runs a few of its
-# texts on each).
+# and Inside BERT pages, the What if? editor, Fool the model (entries and names on a second
+# browser's board), the test editor and a CSV import in Chromium (`make test` runs a few of
+# its texts on each).
 hostile: setup browser
 	$(PY) -m pytest tests/browser/test_browser_hostile.py -m "hostile or not hostile" $(PYTEST_ARGS)
 

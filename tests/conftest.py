@@ -57,8 +57,8 @@ SUITES = {
     "faults": "the fault loops: a training run killed at four points, then ten random ones "
               "(make faults; CI runs it after make test)",
     "fuzz": "thousands of generated (Hypothesis) cases per property (make fuzz)",
-    "hostile": "the whole hostile-text corpus through three pages and the What if? editor in a "
-               "browser (make hostile)",
+    "hostile": "the whole hostile-text corpus through three pages, the What if? editor, Fool "
+               "the model, the test editor and a CSV import in a browser (make hostile)",
     "load": "many concurrent Streamlit sessions against one server (make load)",
     "distributed": "search workers and the shared store on a real PostgreSQL server "
                    "(make distributed)",

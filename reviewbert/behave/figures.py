@@ -23,7 +23,7 @@ REGRESSION, OTHER = "#d7263d", "#8a94a6"
 def _label(text: str, limit: int = 80) -> str:
     """A user's name as axis or hover text: cut, and escaped so Plotly shows it as typed."""
     text = " ".join(str(text).split())
-    return html.escape(text if len(text) <= limit else text[:limit - 1] + "…")
+    return html.escape(text if len(text) <= limit else text[:limit - 1] + "…", quote=False)
 
 
 def matrix_cells(result: SuiteResult) -> tuple[list[str], list[list[dict | None]]]:

@@ -25,12 +25,19 @@ from reviewbert.behave import suite as suites
 from reviewbert.data.examples import builtin_examples
 from reviewbert.ui import runtime, state
 from reviewbert.ui.progress_bar import StreamlitProgress
+from reviewbert.viz.markdown import md_code, md_escape
 
 TABS = ("Overview", "Write a test", "Import / export", "Compare checkpoints")
 STATUS_ICON = {"pass": "✓ pass", "fail": "✗ fail", "filtered": "– filtered"}
 
 
 # ------------------------------------------------------------------ shared parts
+def say_error(message) -> None:
+    """A one-line error that may quote a suite's or a file's text: escaped, so the text is
+    shown as typed (an image or a link in a test's name stays characters)."""
+    st.error(md_escape(str(message)))
+
+
 def split_reviews(info) -> tuple[list, str]:
     """(reviews, what they are) the perturbation tests start from: the checkpoint's test
     split, else the built-in examples, with a note saying why."""
@@ -56,7 +63,7 @@ def pick_suite(key: str, label: str = "Suite") -> suites.Suite | None:
     try:
         return library.load(name)
     except suites.SuiteError as e:
-        st.error(str(e))
+        say_error(e)
         return None
 
 
@@ -70,13 +77,13 @@ def run_or_read(predictor, info, suite, reviews, key: str, *, offer: bool = True
     slot = st.empty()
     if offer:
         with slot.container():
-            st.markdown(f"**{suite.name}** has {len(suite.tests)} tests and {n:,} cases; it "
+            st.markdown(f"{md_code(suite.name)} has {len(suite.tests)} tests and {n:,} cases; it "
                         "has not been run on this checkpoint yet.")
             if not runtime.button(st, f"Run {len(suite.tests)} tests ({n:,} cases)",
                                   type="primary", key=key):
                 return None
     slot.empty()
-    bar = StreamlitProgress(n, f"Running {suite.name}", unit="cases", where=slot)
+    bar = StreamlitProgress(n, f"Running {md_escape(suite.name)}", unit="cases", where=slot)
     with runtime.review_threads(predictor):
         result = runner.run_suite(predictor, suite, reviews, checkpoint=info.path,
                                   progress=bar)
@@ -148,9 +155,11 @@ def show_result(result, key_prefix: str, descriptions: dict) -> None:
 
 
 def test_cases(t, key_prefix: str, description: str = "") -> None:
-    st.subheader(f"{t.name} · {t.type} · {t.capability}")
+    # names and descriptions come from suite files, CSV imports and a class's room: shown as
+    # typed, never as Markdown
+    st.subheader(f"{md_code(t.name, 120)} · {t.type} · {md_code(t.capability)}")
     if description:
-        st.markdown(description)
+        st.text(description)
     st.markdown(f"{t.n:,} cases, {t.filtered:,} filtered, **{t.failed:,} failed** "
                 f"({fail_rate_text(t)}).")
     only = st.toggle("Only failing cases", value=t.failed > 0, key=f"{key_prefix}_only")

@@ -20,6 +20,7 @@ from reviewbert.behave.cases_csv import read_cases_csv
 from reviewbert.behave.perturb import PERTURBATIONS
 from reviewbert.training.catalog import checkpoints_root, list_entries
 from reviewbert.ui import behaviour, runtime, state
+from reviewbert.viz.markdown import md_code
 
 EXAMPLE_TEMPLATES = "I don't think this {product} is {pos_adj}.\nThis {product} is not {pos_adj} at all."
 EXAMPLE_WORDS = ("product: phone, case, charger, screen protector, cable\n"
@@ -111,9 +112,10 @@ def write_a_test(predictor, info, reviews) -> None:
         suite = editor_suite(form, suites.default_suite())
         cases = behave_cases.build_cases(suite, reviews)[suite.tests[0].name]
     except suites.SuiteError as e:
-        st.error(str(e))
+        behaviour.say_error(e)
         return
-    st.markdown(f"**{len(cases):,} cases.** The first {min(PREVIEW, len(cases))}:")
+    st.markdown(f"**{len(cases):,} case{'s' if len(cases) != 1 else ''}.** The first "
+                f"{min(PREVIEW, len(cases))}:")
     st.dataframe(pd.DataFrame([{"text": c.text, **({"original": c.original} if c.original else {})}
                                for c in cases[:PREVIEW]]), hide_index=True,
                  key=state.BEHAVE_EDITOR + "preview")
@@ -125,8 +127,24 @@ def write_a_test(predictor, info, reviews) -> None:
     if runtime.button(c3, "Save into suite", key=k + "save"):
         _save(target, suite)
     if ran:
-        result = behaviour.run_or_read(predictor, info, suite, reviews, key=k + "go", offer=False)
+        remember(k + "result", suite,
+                 behaviour.run_or_read(predictor, info, suite, reviews, key=k + "go",
+                                       offer=False))
+    result = recalled(k + "result", suite)
+    if result is not None:
         behaviour.show_result(result, key_prefix="bh_ed", descriptions=_descriptions(suite))
+
+
+def remember(key: str, suite: suites.Suite, result) -> None:
+    """Keep a run's result for this session: selecting a test in its table reruns the page,
+    and the result must still be there to open."""
+    st.session_state[key] = (suites.suite_fingerprint(suite), result)
+
+
+def recalled(key: str, suite: suites.Suite):
+    """The result :func:`remember` kept, while the suite is still the one it was run on."""
+    kept = st.session_state.get(key)
+    return kept[1] if kept and kept[0] == suites.suite_fingerprint(suite) else None
 
 
 def _save(target: str, suite: suites.Suite) -> None:
@@ -135,10 +153,10 @@ def _save(target: str, suite: suites.Suite) -> None:
         used = {k: v for k, v in suite.lexicons.items()}
         library.add_test(target, test, used)
     except (suites.SuiteError, OSError) as e:
-        st.error(f"Not saved: {e}")
+        behaviour.say_error(f"Not saved: {e}")
         return
-    st.success(f"Saved {test.name!r} into suite {target!r} ({library.path_of(target)}); pick "
-               "it in the Overview tab.")
+    st.success(f"Saved {md_code(test.name, 120)} into suite {md_code(target)} "
+               f"({md_code(library.path_of(target), 200)}); pick it in the Overview tab.")
 
 
 def _descriptions(suite) -> dict:
@@ -169,13 +187,13 @@ def _imported(predictor, info, reviews, up) -> None:
     try:
         tests = read_cases_csv(up.getvalue(), origin=up.name)
     except suites.SuiteError as e:
-        st.error(str(e))
+        behaviour.say_error(e)
         return
     name = up.name.rsplit(".", 1)[0][:60] or "imported"
     suite = suites.Suite(name=name, description=f"cases from {up.name}", seed=0, lexicons={},
                          tests=tuple(tests))
     st.markdown(f"**{sum(len(t.cases) for t in tests):,} cases in {len(tests)} tests** from "
-                f"`{up.name}`.")
+                f"{md_code(up.name)}.")
     k = state.BEHAVE_IMPORT
     c1, c2, c3 = st.columns([1, 2, 1])
     ran = runtime.button(c1, "Run imported cases", type="primary", key=k + "_run")
@@ -185,12 +203,15 @@ def _imported(predictor, info, reviews, up) -> None:
         try:
             for t in tests:
                 library.add_test(target, t)
-            st.success(f"Saved {len(tests)} tests into suite {target!r}.")
+            st.success(f"Saved {len(tests)} tests into suite {md_code(target)}.")
         except (suites.SuiteError, OSError) as e:
-            st.error(f"Not saved: {e}")
+            behaviour.say_error(f"Not saved: {e}")
     if ran:
-        result = behaviour.run_or_read(predictor, info, suite, reviews, key=k + "_go",
-                                       offer=False)
+        remember(k + "_result", suite,
+                 behaviour.run_or_read(predictor, info, suite, reviews, key=k + "_go",
+                                       offer=False))
+    result = recalled(k + "_result", suite)
+    if result is not None:
         behaviour.show_result(result, key_prefix="bh_imp", descriptions={})
 
 
@@ -212,17 +233,29 @@ def compare_checkpoints(predictor, info, reviews) -> None:
     labels = {e.path: e.label for e in others}
     other = st.selectbox("Compare with", list(labels), format_func=labels.get,
                          key=state.BEHAVE_COMPARE_OTHER)
-    if not runtime.button(st, "Compare", type="primary", key=state.BEHAVE_COMPARE_RUN):
-        return
+    kept_key = state.BEHAVE_COMPARE_TABLE + "_kept"
+    if runtime.button(st, "Compare", type="primary", key=state.BEHAVE_COMPARE_RUN):
+        entry = next(e for e in others if e.path == other)
+        st.session_state[kept_key] = ((suites.suite_fingerprint(suite), other),
+                                      _compare(predictor, info, entry, suite, reviews))
+    kept = st.session_state.get(kept_key)
+    if kept and kept[0] == (suites.suite_fingerprint(suite), other):
+        _show_comparison(kept[1], labels[other])
+
+
+def _compare(predictor, info, entry, suite, reviews) -> pd.DataFrame:
+    """The suite on both checkpoints (each read from its cache or run), test by test."""
     first = behaviour.run_or_read(predictor, info, suite, reviews, key="unused_a", offer=False)
-    entry = next(e for e in others if e.path == other)
-    second_predictor = runtime.load_predictor(other, runtime.mtime(entry.info.path))
+    second_predictor = runtime.load_predictor(entry.path, runtime.mtime(entry.info.path))
     second = behaviour.run_or_read(second_predictor, entry.info, suite, reviews,
                                    key="unused_b", offer=False)
-    table = behave_compare.compare(first, second)
+    return behave_compare.compare(first, second)
+
+
+def _show_comparison(table: pd.DataFrame, other_label: str) -> None:
     regressions = int(table["regression"].sum())
     st.markdown(f"**{regressions} regression{'s' if regressions != 1 else ''}** of "
-                f"{len(table)} tests ({labels[other]} against this checkpoint).")
+                f"{len(table)} tests ({md_code(other_label)} against this checkpoint).")
     st.dataframe(_compare_view(table), hide_index=True, key=state.BEHAVE_COMPARE_TABLE)
     st.plotly_chart(behave_figures.compare_bars(table), key=state.BEHAVE_COMPARE_TABLE + "_fig")
 

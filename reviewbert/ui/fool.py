@@ -18,6 +18,7 @@ from reviewbert.behave.scoring import expected_stars, mft_passes
 from reviewbert.store import db
 from reviewbert.ui import runtime, state
 from reviewbert.ui.inside_bert import CLASSROOM_CSS
+from reviewbert.viz.markdown import md_code, md_escape
 
 DEFAULT_ROOM = "class"
 BOARD_SECONDS = 2.0
@@ -41,7 +42,7 @@ def store():
     try:
         return db.open_store()
     except db.StoreError as e:
-        st.error(f"The class's store cannot be opened: {e}")
+        st.error(f"The class's store cannot be opened: {md_escape(e)}")
         return None
 
 
@@ -88,6 +89,9 @@ def _send(info, predictor, room: str, name: str) -> None:
     lo, hi = st.session_state.get(state.FOOL_STARS) or (1, 1)
     with runtime.review_threads(predictor):
         pred = predictor.predict(text)
+    if not pred.words:          # only zero-width or control characters: nothing to rate
+        st.info("The model reads no word in this review: write one with words.")
+        return
     scheme = predictor.scheme
     e = float(expected_stars(pred.probs[None, :], scheme)[0])
     shown = scheme.stars_of(pred.label_id)
@@ -101,7 +105,7 @@ def _send(info, predictor, room: str, name: str) -> None:
                                str(info.path.name), pred.label, (min(shown), max(shown)), e,
                                fooled)
     except db.StoreError as err:
-        st.error(f"Not saved: {err}")
+        st.error(f"Not saved: {md_escape(err)}")
         return
     st.session_state[state.FOOL_LAST] = {"id": entry_id, "room": room, "fooled": fooled,
                                          "meant": (lo, hi), "label": pred.label, "e": e}
@@ -136,10 +140,10 @@ def _board(room: str) -> None:
     try:
         entries = s.entries(room)
     except db.StoreError as e:
-        st.error(f"The board cannot be read: {e}")
+        st.error(f"The board cannot be read: {md_escape(e)}")
         return
     if not entries:
-        st.info(f"No entries in room “{room}” yet. Write one in **{TABS[0]}**: it appears "
+        st.info(f"No entries in room {md_code(room)} yet. Write one in **{TABS[0]}**: it appears "
                 "here, and on every board of this room, within seconds.")
         return
     fooled = sum(e.fooled for e in entries)
@@ -196,9 +200,10 @@ def _save_as_tests(room: str) -> None:
         for t in tests:
             library.add_test(target, t)
     except (db.StoreError, suites.SuiteError, OSError) as e:
-        st.error(f"Not saved: {e}")
+        st.error(f"Not saved: {md_escape(e)}")
         return
-    st.success(f"Saved {len(tests)} tests into suite {target!r}: the Behaviour page runs them.")
+    st.success(f"Saved {len(tests)} tests into suite {md_code(target)}: the Behaviour page "
+               "runs them.")
     st.session_state[state.BEHAVE_PENDING_SUITE] = target
     st.page_link(state.BEHAVE_PAGE, label="Open the Behaviour page")
 

@@ -1,7 +1,7 @@
-"""Hostile text (tests/hostile_texts.py) through three pages and the What if? editor in a
-real headless Chromium.
+"""Hostile text (tests/hostile_texts.py) through five pages and their editors in a real
+headless Chromium.
 
-One server (the embedded MiniLM with an untrained head, and a data folder whose
+For 1-4, one server (the embedded MiniLM with an untrained head, and a data folder whose
 reviews are the corpus itself), one browser page reused for every text:
 
 1. Predict: paste into "Review text", click Predict;
@@ -10,7 +10,16 @@ reviews are the corpus itself), one browser page reused for every text:
    and open the first review found;
 3. Inside BERT: type into "Sentence";
 4. the Predict page's What if? editor: type into "Edited review", click Compare (the diff
-   must draw the edit as typed, outside the struck-through words it replaced).
+   must draw the edit as typed, outside the struck-through words it replaced);
+5. Fool the model (a second server, on the trigger model, with its own suites folder and
+   store): the text sent as an entry, and as its author's name where it fits the box,
+   then drawn on a second browser's board and kept by the store (less control
+   characters, which the store strips), or refused with one line and nothing stored;
+6. the Behaviour page's test editor: the text as a template and as a word of a word
+   list, giving the engine's cases ("N cases") or its one-line error;
+7. a CSV of cases imported and run: the text as a case, a capability and a test name;
+8. those tests saved into a suite and opened from the Overview: the test's heading and
+   the case's text drawn literally.
 
 For every text: the page predicts (the card shows) and draws the literal
 characters, or shows its message; no element is created from the text (no script,
@@ -38,9 +47,12 @@ from browser_support import (
     open_view,
     select_first_row,
     shot,
+    write_meta,
     write_reviews,
 )
 from hostile_texts import CORPUS, MARKER, PWNED, Hostile
+from toyreviews import toy_rows
+from trigger_model import make_trigger_model
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -89,6 +101,8 @@ SCAN = """([marker, pwned]) => {
       if (el.matches('input, textarea')) continue;
       for (const a of el.attributes) {
         if (el.tagName === 'IFRAME' && a.name === 'srcdoc') continue;   // bertviz's own page
+        // Plotly keeps an SVG label's source text here (data, never markup or a handler)
+        if (el.tagName === 'text' && a.name === 'data-unformatted') continue;
         const v = a.value.toLowerCase();
         if (v.includes(pwned) || v.includes('evil.example') || v.includes('javascript:'))
           bad.push(`<${el.tagName.toLowerCase()} ${a.name}="${a.value.slice(0, 80)}">`);
@@ -178,15 +192,21 @@ class Watch:
 
 
 @pytest.fixture(scope="module")
-def watch(server, tmp_path_factory):
+def pw():
+    """The one Playwright of the module (its sync API runs one at a time in a thread)."""
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
-        ctx, blocked = offline_context(p, tmp_path_factory.mktemp("hostile-profile"))
-        page = ctx.new_page()
-        page.goto(server.url)
-        page.locator("textarea").wait_for(timeout=120_000)
-        yield Watch(page, blocked)
-        ctx.close()
+        yield p
+
+
+@pytest.fixture(scope="module")
+def watch(server, pw, tmp_path_factory):
+    ctx, blocked = offline_context(pw, tmp_path_factory.mktemp("hostile-profile"))
+    page = ctx.new_page()
+    page.goto(server.url)
+    page.locator("textarea").wait_for(timeout=120_000)
+    yield Watch(page, blocked)
+    ctx.close()
 
 
 VIEW_BUILT = """need => {
@@ -406,3 +426,414 @@ def test_what_if_editor(editor_page, h):
     if h.name in SHOTS:
         shot(page, f"hostile_editor_{h.name.replace(' ', '_')}.png", height=2400)
     watch.inert(h)
+
+
+# ================================================================== Behaviour and Fool the model
+# A second server on the hand-weighted trigger model (tests/trigger_model.py), with its
+# own suites folder, cache and store, as tests/browser/test_browser_behave.py serves them.
+# Enough reviews per rating that the checkpoint's test split is not empty (else the page
+# says so in an info box, above whatever a tab shows).
+BEHAVE_ROWS = toy_rows(100)
+ROOM = "class"                   # the Fool page's default room
+
+
+@pytest.fixture(scope="module")
+def behave_server(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian chromium missing (make browser)")
+    root = tmp_path_factory.mktemp("hostile-behave")
+    data = write_reviews(root / "data" / "small.jsonl", BEHAVE_ROWS)
+    write_meta(make_trigger_model(root / "ckpts" / "trig"), 5, data_file=data, max_length=64,
+               max_per_class=10)
+    (root / "suites").mkdir()
+    ART.mkdir(parents=True, exist_ok=True)
+    env = {"REVIEWBERT_CHECKPOINTS": str(root / "ckpts"), "REVIEWBERT_DATA_DIR": str(data.parent),
+           "REVIEWBERT_UPLOADS_DIR": str(root / "uploads"), "OMP_NUM_THREADS": "1",
+           "REVIEWBERT_SUITES": str(root / "suites"), "REVIEWBERT_CACHE": str(root / "cache"),
+           "REVIEWBERT_DB": f"sqlite:///{root / 'store.db'}"}
+    with StreamlitServer(env, ART / "streamlit_hostile_behave.log") as srv:
+        srv.db_url = env["REVIEWBERT_DB"]
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def behave_browser(behave_server, pw, tmp_path_factory):
+    return pw, tmp_path_factory.mktemp("hostile-behave-profiles")
+
+
+def watched_page(behave_browser, server, name: str, link: str, ready: str) -> Watch:
+    """A page of its own browser context, opened on the app's page ``link`` from the sidebar."""
+    p, profiles = behave_browser
+    ctx, blocked = offline_context(p, profiles / name)
+    page = ctx.new_page()
+    page.goto(server.url)
+    page.locator("textarea").first.wait_for(timeout=120_000)
+    watch = Watch(page, blocked)
+    watch.open(link, ready)
+    return watch
+
+
+def inert_all(h: Hostile, *watches: Watch) -> None:
+    for w in watches:
+        w.inert(h)
+
+
+def fresh(*watches: Watch) -> None:
+    """Forget what earlier texts did on these long-lived pages, so that one text's failure
+    (a remote image fetched) is not every later text's (the lists are shared: emptied in place)."""
+    for w in watches:
+        del w.dialogs[:], w.errors[:], w.blocked[:]
+
+
+def alert_text(page, starts: str) -> str:
+    page.locator("[data-testid=stAlert]").filter(has_text=starts).first.wait_for(timeout=60_000)
+    return norm(page.locator("[data-testid=stAlert]").filter(has_text=starts).first.inner_text())
+
+
+# ------------------------------------------------------------------ 5. Fool the model
+ST_TEXTS = "() => [...document.querySelectorAll('[data-testid=stText]')].map(e => e.innerText)"
+
+
+@pytest.fixture(scope="module")
+def fool(behave_server, behave_browser):
+    """A student writing entries and a teacher's board, in two browser contexts."""
+    from reviewbert.store import db
+    student = watched_page(behave_browser, behave_server, "student", "Fool the model",
+                           "textarea")
+    teacher = watched_page(behave_browser, behave_server, "teacher", "Fool the model",
+                           "textarea")
+    teacher.page.get_by_role("tab", name="The class's board").click()
+    teacher.settle()
+    yield student, teacher, db.open_store(behave_server.db_url)
+    db.close_all()
+
+
+def fill_and_commit(watch: Watch, box, text: str) -> str:
+    """``text`` typed into ``box`` and taken by Streamlit; what the box kept."""
+    box.fill(text)
+    kept = box.input_value()
+    box.blur()
+    watch.page.wait_for_timeout(300)
+    watch.settle()
+    return kept
+
+
+def expected_entry(author: str, typed: str) -> tuple[str | None, str | None, str | None]:
+    """(the message a send must show instead of an entry, or None; the stored author, the
+    stored text), as the page (fool._send) and the store (db.clean_*) decide."""
+    from reviewbert.store import db
+    text = typed.strip()
+    if not text:
+        return "Write a review first", None, None
+    try:
+        return None, db.clean_name(author, "author", empty_ok=True), \
+            db.clean_text(text, "text", db.MAX_TEXT)
+    except db.StoreError as e:
+        return f"Not saved: {e}", None, None
+
+
+def board_entry(page, entry_id: int) -> tuple[str, str]:
+    """(header, text) of entry ``entry_id`` among the board's latest, once drawn."""
+    page.wait_for_function(f"() => ({ST_TEXTS})().some(t => t.startsWith('#{entry_id} ·'))",
+                           timeout=30_000, polling=200)
+    shown = page.evaluate(ST_TEXTS)
+    i = next(i for i, t in enumerate(shown) if t.startswith(f"#{entry_id} ·"))
+    return shown[i], shown[i + 1]
+
+
+def send_and_check(fool, h: Hostile, author: str) -> bool:
+    """One entry sent with ``author``: stored and drawn on the teacher's board as typed, or
+    refused with its one-line message and nothing stored. Whether it was stored."""
+    student, teacher, store = fool
+    page = student.page
+    author = fill_and_commit(student, page.get_by_label("Your name (optional)"), author)
+    box = page.get_by_label("Your review")
+    box.fill(h.text)
+    typed = box.input_value()                 # max_chars=5000: the long text is cut
+    before = store.entries(ROOM)
+    page.get_by_role("button", name="Send").click()
+    refused, want_author, want_text = expected_entry(author, typed)
+    if refused:
+        message = alert_text(page, refused.split(":")[0])
+        assert message.startswith(norm(refused)[:60]), (h.name, message, refused)
+        student.settle()
+        assert store.entries(ROOM) == before, f"{h.name}: a refused entry was stored"
+        return False
+    entry_id = (before[-1].id if before else 0) + 1
+    alert_text(page, f"Entry #{entry_id} is on the board")
+    student.settle()
+    stored = store.entry(entry_id)
+    # the store strips control characters from a text by design (db.clean_text)
+    assert (stored.text, stored.author) == (want_text, want_author), h.name
+    header, shown = board_entry(teacher.page, entry_id)
+    assert norm(want_author or "someone") in norm(header), (h.name, header)
+    cut = want_text if len(want_text) <= 400 else want_text[:400] + "…"
+    assert norm(shown) == norm(cut), f"{h.name}: board drew {shown[:200]!r}"
+    return True
+
+
+@pytest.mark.parametrize("h", CASES)
+def test_fool_the_model_entry_on_the_board(fool, h):
+    """The text as an entry, and as its author's name where it fits the name box (80
+    characters): stored as typed (less control characters), drawn literally on a second
+    browser's board, or refused with one line; nothing injected in either browser."""
+    student, teacher, _ = fool
+    fresh(student, teacher)
+    stored = send_and_check(fool, h, h.text if len(h.text) <= 80 else "")
+    if not stored and h.text.strip() and len(h.text) <= 80:
+        # the name was refused (control characters): the text alone, under no name
+        send_and_check(fool, h, "")
+    teacher.settle()
+    if h.name in SHOTS:
+        shot(teacher.page, f"hostile_fool_{h.name.replace(' ', '_')}.png", height=1800)
+    inert_all(h, student, teacher)
+
+
+# ------------------------------------------------------------------ 6. the Behaviour editor
+TEMPLATES = "Templates, one per line, with {placeholders}"
+WORDS = "Word lists, one per line: name: word, word, …"
+EDITOR_SPOTS = {"template": lambda t: (t, "product: phone, case"),
+                "word list": lambda t: ("This {product} works.", f"product: {t}")}
+
+
+@pytest.fixture(scope="module")
+def behaviour(behave_server, behave_browser):
+    """The Behaviour page, in its own browser context."""
+    return watched_page(behave_browser, behave_server, "behaviour", "Behaviour",
+                        "[data-testid=stTab]")
+
+
+@pytest.fixture(scope="module")
+def editor(behaviour):
+    behaviour.page.get_by_role("tab", name="Write a test").click()
+    behaviour.page.get_by_label(TEMPLATES).wait_for(timeout=60_000)
+    behaviour.settle()
+    return behaviour
+
+
+def editor_outcome(templates: str, words: str) -> str:
+    """What the editor must show for these fields (its other fields left as they open):
+    the one-line error, or "N cases" of its preview, as the engine decides."""
+    from reviewbert.behave import cases as behave_cases
+    from reviewbert.behave import suite as suites
+    from reviewbert.ui.behaviour_editor import editor_suite
+    form = {"name": "Negation at a distance (mine)", "capability": "Negation", "type": "MFT",
+            "description": "", "templates": templates, "words": words, "max_cases": 100,
+            "stars": (1, 2)}
+    try:
+        suite = editor_suite(form, suites.default_suite())
+        return f"{len(behave_cases.build_cases(suite)[suite.tests[0].name]):,} cases"
+    except suites.SuiteError as e:
+        return str(e)
+
+
+EDITOR_SHOWS = """() => {
+    const main = document.querySelector('[data-testid=stMain]');
+    const a = main.querySelectorAll('[data-testid=stAlert]');
+    if (a.length) return [...a].map(e => e.innerText).join(' | ');
+    const m = [...main.querySelectorAll('[data-testid=stMarkdownContainer]')]
+        .map(e => e.innerText).find(t => / cases\\. The first \\d+:/.test(t));
+    return m ? m.split('.')[0] : '';
+}"""
+"""The editor's one error, or its "N cases" line ("" while neither is drawn)."""
+NORM_JS = "t => t.replace(/[ \\t\\n\\r\\f]+/g, ' ').trim()"
+
+
+@pytest.mark.parametrize("spot", list(EDITOR_SPOTS))
+@pytest.mark.parametrize("h", CASES)
+def test_behaviour_editor(editor, h, spot):
+    """The text as a template, or as a word of a word list: the editor previews the cases
+    the engine makes of it, or shows the engine's one-line error; nothing injected."""
+    page = editor.page
+    fresh(editor)
+    templates, words = EDITOR_SPOTS[spot](h.text)
+    templates = fill_and_commit(editor, page.get_by_label(TEMPLATES), templates)
+    words = fill_and_commit(editor, page.get_by_role("textbox", name=WORDS), words)
+    want = editor_outcome(templates, words)
+    # (the last text may have shown the same: fill_and_commit waited for this one's run)
+    page.wait_for_function(f"w => ({NORM_JS})(({EDITOR_SHOWS})()) === w", arg=norm(want),
+                           timeout=30_000, polling=200)
+    editor.settle()
+    shown = norm(page.evaluate(EDITOR_SHOWS))
+    assert shown == norm(want), f"{h.name} ({spot}): shown {shown[:200]!r}, want {want[:200]!r}"
+    assert " | " not in shown, f"{h.name}: more than one message"
+    if h.name in SHOTS:
+        shot(page, f"hostile_editor_{spot.replace(' ', '_')}_{h.name.replace(' ', '_')}.png",
+             height=1800)
+    editor.inert(h)
+
+
+# ------------------------------------------------------------------ 7. a CSV of cases imported
+CSV_NAME = "hostile.csv"
+PLAIN = "A plain review of the phone."
+YTICKS = """() => [...document.querySelectorAll('[data-testid=stMain] .js-plotly-plot .ytick text')]
+    .map(t => t.textContent)"""
+
+
+@pytest.fixture(scope="module")
+def importer(behaviour):
+    behaviour.page.get_by_role("tab", name="Import / export").click()
+    behaviour.page.locator("[data-testid=stFileUploader]").wait_for(timeout=60_000)
+    behaviour.settle()
+    return behaviour
+
+
+def cases_csv(h: Hostile) -> bytes:
+    """The text as a case's text, and (cut to the 200 characters a name may have) as the
+    capability and name of a plain case."""
+    import csv
+    import io
+    label = h.text if len(h.text.strip()) <= 200 else h.text[:200]
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerows([("text", "min_stars", "max_stars", "capability", "name"),
+                  (h.text, 1, 5, "Hostile texts", "as a case"), (PLAIN, 1, 5, label, label)])
+    return out.getvalue().encode("utf-8")
+
+
+def tick(label: str) -> str:
+    """A capability as the matrix's axis draws it (behave.figures._label, unescaped)."""
+    label = " ".join(label.split())
+    return label if len(label) <= 80 else label[:79] + "…"
+
+
+@pytest.mark.parametrize("h", CASES)
+def test_behaviour_csv_import(importer, h):
+    """A CSV whose cases hold the text as a review and as a capability and test name: the
+    engine's one-line error, or its tests run, the matrix's labels drawn literally;
+    nothing injected."""
+    from reviewbert.behave import suite as suites
+    from reviewbert.behave.cases_csv import read_cases_csv
+    page = importer.page
+    fresh(importer)
+    data = cases_csv(h)
+    page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(
+        files=[{"name": CSV_NAME, "mimeType": "text/csv", "buffer": data}])
+    try:
+        tests = read_cases_csv(data, origin=CSV_NAME)
+    except suites.SuiteError as e:
+        message = alert_text(page, CSV_NAME)
+        assert message == norm(str(e)), (h.name, message)
+        importer.settle()
+        importer.inert(h)
+        return
+    n = sum(len(t.cases) for t in tests)
+    caption_with(page, f"{n:,} cases in {len(tests)} tests")
+    importer.settle()
+    page.get_by_role("button", name="Run imported cases").click()
+    caption_with(page, "scored cases")
+    importer.settle()
+    page.wait_for_function(f"n => ({YTICKS})().length === n", arg=len(tests), timeout=30_000)
+    # (the axis is reversed: its ticks come bottom up)
+    assert sorted(page.evaluate(YTICKS)) == sorted(tick(t.capability) for t in tests), h.name
+    if h.name in SHOTS:
+        shot(page, f"hostile_import_{h.name.replace(' ', '_')}.png", height=1800)
+    importer.inert(h)
+
+
+# ------------------------------------------------------------------ 8. imported tests opened
+def parses(h: Hostile) -> bool:
+    from reviewbert.behave import suite as suites
+    from reviewbert.behave.cases_csv import read_cases_csv
+    try:
+        return bool(read_cases_csv(cases_csv(h)))
+    except suites.SuiteError:
+        return False
+
+
+OPENED = [c for c in CASES if parses(c.values[0])]
+HEADINGS = ("() => [...document.querySelectorAll('[data-testid=stMain] h3')]"
+            ".map(e => e.textContent)")
+
+
+def tick_row(watch: Watch, grid_index: int, row: int) -> None:
+    """Tick row ``row`` (0-based) of the page's ``grid_index``-th st.dataframe (a canvas:
+    its cells are not in the DOM, so the click goes where the row's box is drawn)."""
+    page = watch.page
+    grid = page.locator('[data-testid="stDataFrame"]').nth(grid_index)
+    grid.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 14, box["y"] + 35 + 17 + 35 * row)
+    watch.settle()
+
+
+def import_and_save(watch: Watch, h: Hostile, suite: str) -> None:
+    """The text's CSV imported and saved into the user suite ``suite``."""
+    page = watch.page
+    page.get_by_role("tab", name="Import / export").click()
+    watch.settle()
+    page.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(
+        files=[{"name": CSV_NAME, "mimeType": "text/csv", "buffer": cases_csv(h)}])
+    caption_with(page, "cases in 2 tests")
+    watch.settle()
+    fill_and_commit(watch, page.get_by_role("textbox", name="Save into suite"), suite)
+    page.get_by_role("button", name="Save into suite").click()
+    caption_with(page, f"into suite '{suite}'")
+    watch.settle()
+
+
+# A widget's key is a class of its container ("st-key-…"); the cases table's key is made
+# of the test's name, letters, digits and "_" only (behaviour._slug), so "__pwned" there is
+# a slug, not an attribute the text set.
+KEY_CLASS = '<div class="stElementContainer element-container st-key-bh_cases_'
+
+
+def inert_but_names(watch: Watch, h: Hostile, heading: str = "") -> None:
+    """Watch.inert, where the page's own heading of the opened test may hold the marker
+    when it reads as the literal name (an element made inside it is still reported), and
+    the cases table's key may hold the name's slug."""
+    page = watch.page
+    page.wait_for_timeout(200)
+    for f in page.frames:
+        assert f.evaluate(f"() => typeof window.{PWNED}") == "undefined", (h.name, f.url)
+    own = re.compile(r'<h3 class="[^"]*">' + re.escape(heading[:80]) + "$")
+    injected = [f for f in page.evaluate(SCAN, [MARKER, PWNED])
+                if not (heading and own.match(norm(f))) and not f.startswith(KEY_CLASS)]
+    assert injected == [], f"{h.name}: elements made from the names: {injected}"
+    assert (watch.dialogs, watch.blocked, watch.errors) == ([], [], []), h.name
+
+
+@pytest.mark.parametrize("h", OPENED)
+def test_behaviour_imported_tests_opened(behaviour, h):
+    """The imported tests saved into a suite and run from the Overview: a test named after
+    the text opens under a heading that reads as typed, and the case holding the text opens
+    on its literal characters; nothing injected. (A test run in the Import tab itself
+    cannot be opened: selecting it reruns the page without the run.)"""
+    from reviewbert.behave.cases_csv import read_cases_csv
+    page = behaviour.page
+    fresh(behaviour)
+    suite = f"hostile-{CORPUS.index(h)}"
+    import_and_save(behaviour, h, suite)
+    page.get_by_role("tab", name="Overview").click()
+    behaviour.settle()
+    page.get_by_role("combobox", name="Suite", exact=True).click()
+    page.get_by_role("option", name=suite, exact=True).click()
+    behaviour.settle()
+    page.get_by_role("button", name="Run 2 tests").click()
+    caption_with(page, "scored cases")
+    behaviour.settle()
+    # the case holding the text: its test first (every case passes: stars 1-5)
+    tick_row(behaviour, 0, 0)
+    caption_with(page, "as a case · MFT · Hostile texts")
+    tick_row(behaviour, 1, 0)
+    page.locator("[data-testid=stMain] [data-testid=stText]").first.wait_for(timeout=30_000)
+    shown = page.locator("[data-testid=stMain] [data-testid=stText]").first.inner_text()
+    assert norm(shown) == norm(h.text), f"{h.name}: the case drew {shown[:200]!r}"
+    inert_but_names(behaviour, h)
+    # the test named after the text (and of that capability)
+    (named,) = [t for t in read_cases_csv(cases_csv(h)) if t.name != "as a case"]
+    # as the app's Markdown shows a name (see quoted): NUL as U+FFFD, a word joiner
+    # after ":material" (else Streamlit draws an icon)
+    heading = quoted(f"{named.name} · MFT · {named.capability}")
+    tick_row(behaviour, 0, 1)
+    try:        # until the last test's heading is gone; a wrong one is reported below
+        page.wait_for_function(f"w => ({HEADINGS})().map({NORM_JS}).join('|') === w",
+                               arg=heading, timeout=20_000, polling=200)
+    except playwright.TimeoutError:
+        pass
+    behaviour.settle()
+    assert [norm(t) for t in page.evaluate(HEADINGS)] == [heading], h.name
+    if h.name in SHOTS:
+        shot(page, f"hostile_opened_{h.name.replace(' ', '_')}.png", height=1800)
+    inert_but_names(behaviour, h, heading)
