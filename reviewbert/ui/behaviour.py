@@ -157,7 +157,8 @@ def show_result(result, key_prefix: str, descriptions: dict) -> None:
 def test_cases(t, key_prefix: str, description: str = "") -> None:
     # names and descriptions come from suite files, CSV imports and a class's room: shown as
     # typed, never as Markdown
-    st.subheader(f"{md_code(t.name, 120)} · {t.type} · {md_code(t.capability)}")
+    st.subheader(f"{md_code(t.name, suites.MAX_NAME)} · {t.type} · "
+                 f"{md_code(t.capability, suites.MAX_NAME)}")
     if description:
         st.text(description)
     st.markdown(f"{t.n:,} cases, {t.filtered:,} filtered, **{t.failed:,} failed** "

@@ -182,7 +182,7 @@ def test_a_test_written_in_the_editor_is_previewed_run_and_saved(server, browser
     # the trigger model gives 4 stars to every case; the slider's default range is 1-2
     assert "6 failed" in page.locator("body").inner_text()
     page.get_by_role("button", name="Save into suite").click()
-    caption_with(page, "Saved 'Praise in my words'")
+    caption_with(page, "Saved Praise in my words into suite my-tests")
     saved = yaml.safe_load((server.root / "suites" / "my-tests.yaml").read_text())
     assert [t["name"] for t in saved["tests"]] == ["Praise in my words"]
     shot(page, "behave_04_editor.png", 2000)
