@@ -150,8 +150,7 @@ def recalled(key: str, suite: suites.Suite):
 def _save(target: str, suite: suites.Suite) -> None:
     test = suite.tests[0]
     try:
-        used = {k: v for k, v in suite.lexicons.items()}
-        library.add_test(target, test, used)
+        library.add_test(target, test, dict(suite.lexicons))
     except (suites.SuiteError, OSError) as e:
         behaviour.say_error(f"Not saved: {e}")
         return
