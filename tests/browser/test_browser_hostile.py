@@ -63,10 +63,6 @@ UNREADABLE = "no character the model reads"
 CORE = {"script tag", "markdown javascript link", "streamlit directives",
         "carriage returns end an HTML block", "100,000 characters", "only zero-width characters",
         "control characters and NUL"}
-# The Behaviour page's three tests (editor, CSV import, imported tests opened) run only under
-# make hostile for now: they were written against the page before its names moved into
-# code spans (4adc20f) and fail on it; reworking them is the next step (the stop's note).
-ALL_HOSTILE = [pytest.param(h, id=h.name, marks=pytest.mark.hostile) for h in CORPUS]
 CASES = [pytest.param(h, id=h.name, marks=() if h.name in CORE else pytest.mark.hostile)
          for h in CORPUS]
 SHOTS = {"script tag", "markdown remote image", "carriage returns end an HTML block",
@@ -629,7 +625,8 @@ def editor_outcome(templates: str, words: str) -> str:
             "stars": (1, 2)}
     try:
         suite = editor_suite(form, suites.default_suite())
-        return f"{len(behave_cases.build_cases(suite)[suite.tests[0].name]):,} cases"
+        n = len(behave_cases.build_cases(suite)[suite.tests[0].name])
+        return f"{n:,} case{'s' if n != 1 else ''}"
     except suites.SuiteError as e:
         return str(e)
 
@@ -639,7 +636,7 @@ EDITOR_SHOWS = """() => {
     const a = main.querySelectorAll('[data-testid=stAlert]');
     if (a.length) return [...a].map(e => e.innerText).join(' | ');
     const m = [...main.querySelectorAll('[data-testid=stMarkdownContainer]')]
-        .map(e => e.innerText).find(t => / cases\\. The first \\d+:/.test(t));
+        .map(e => e.innerText).find(t => / cases?\\. The first \\d+:/.test(t));
     return m ? m.split('.')[0] : '';
 }"""
 """The editor's one error, or its "N cases" line ("" while neither is drawn)."""
@@ -647,7 +644,7 @@ NORM_JS = "t => t.replace(/[ \\t\\n\\r\\f]+/g, ' ').trim()"
 
 
 @pytest.mark.parametrize("spot", list(EDITOR_SPOTS))
-@pytest.mark.parametrize("h", ALL_HOSTILE)
+@pytest.mark.parametrize("h", CASES)
 def test_behaviour_editor(editor, h, spot):
     """The text as a template, or as a word of a word list: the editor previews the cases
     the engine makes of it, or shows the engine's one-line error; nothing injected."""
@@ -658,8 +655,11 @@ def test_behaviour_editor(editor, h, spot):
     words = fill_and_commit(editor, page.get_by_role("textbox", name=WORDS), words)
     want = editor_outcome(templates, words)
     # (the last text may have shown the same: fill_and_commit waited for this one's run)
-    page.wait_for_function(f"w => ({NORM_JS})(({EDITOR_SHOWS})()) === w", arg=norm(want),
-                           timeout=30_000, polling=200)
+    try:
+        page.wait_for_function(f"w => ({NORM_JS})(({EDITOR_SHOWS})()) === w", arg=norm(want),
+                               timeout=30_000, polling=200)
+    except playwright.TimeoutError:
+        pass
     editor.settle()
     shown = norm(page.evaluate(EDITOR_SHOWS))
     assert shown == norm(want), f"{h.name} ({spot}): shown {shown[:200]!r}, want {want[:200]!r}"
@@ -704,7 +704,7 @@ def tick(label: str) -> str:
     return label if len(label) <= 80 else label[:79] + "…"
 
 
-@pytest.mark.parametrize("h", ALL_HOSTILE)
+@pytest.mark.parametrize("h", CASES)
 def test_behaviour_csv_import(importer, h):
     """A CSV whose cases hold the text as a review and as a capability and test name: the
     engine's one-line error, or its tests run, the matrix's labels drawn literally;
@@ -748,7 +748,7 @@ def parses(h: Hostile) -> bool:
         return False
 
 
-OPENED = [c for c in ALL_HOSTILE if parses(c.values[0])]
+OPENED = [c for c in CASES if parses(c.values[0])]
 HEADINGS = ("() => [...document.querySelectorAll('[data-testid=stMain] h3')]"
             ".map(e => e.textContent)")
 
