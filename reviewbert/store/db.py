@@ -5,7 +5,9 @@ One database, reached through SQLAlchemy, holds what many sessions write at once
 - ``fool_entries``: each review a student wrote to fool the model, with the stars they
   meant and the model's answer (the class's MFT cases);
 - ``review_tags`` and ``review_notes``: triage tags and a note on any review (the
-  failing-cohorts issue), each with who and when.
+  failing-cohorts issue), each with who and when;
+- ``review_labels`` and ``review_marks``: the stars a reviewer corrected a review to
+  (beside the stars the data had), and the reviews marked as reviewed, each with who and when.
 
 Where: ``$REVIEWBERT_DB`` (``sqlite:///PATH`` or ``postgresql://USER@HOST/DB``), else the
 SQLite file ``<base>/reviewbert.db`` with base = ``$REVIEWBERT_CACHE`` or
@@ -51,7 +53,7 @@ from sqlalchemy import event
 from reviewbert.store.location import BASE_ENV
 
 DB_ENV = "REVIEWBERT_DB"
-SCHEMA_HEAD = "0002"
+SCHEMA_HEAD = "0003"
 """The newest schema revision this code knows (tests check it is the migrations' head)."""
 VERSION_TABLE = "reviewbert_alembic_version"
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -60,6 +62,7 @@ MAX_TEXT = 5_000            # an entry's review text
 MAX_NOTE = 5_000
 MAX_NAME = 80               # author, room, capability, predicted label
 MAX_TAG = 40
+MAX_MARK = 40
 MAX_KEY = 200               # a review key (the failing-cohorts issue's id of a review)
 MAX_CHECKPOINT = 1_000      # a checkpoint's path
 BUSY_TIMEOUT_MS = 60_000    # how long a SQLite writer waits for the others before failing
@@ -112,6 +115,29 @@ REVIEW_NOTES = sa.Table(
     sa.Column("author", sa.String(MAX_NAME), nullable=False),
     sa.Column("updated", sa.DateTime(timezone=True), nullable=False),
 )
+REVIEW_LABELS = sa.Table(
+    "review_labels", METADATA,
+    sa.Column("review_key", sa.String(MAX_KEY), primary_key=True),
+    sa.Column("stars", sa.SmallInteger, nullable=False),
+    sa.Column("previous", sa.SmallInteger, nullable=False),
+    sa.Column("author", sa.String(MAX_NAME), nullable=False),
+    sa.Column("updated", sa.DateTime(timezone=True), nullable=False),
+    # the database refuses impossible stars too, should anything but this module write
+    sa.CheckConstraint("stars BETWEEN 1 AND 5 AND previous BETWEEN 1 AND 5 "
+                       "AND stars <> previous", name="ck_review_labels_stars"),
+)
+REVIEW_MARKS = sa.Table(
+    "review_marks", METADATA,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("review_key", sa.String(MAX_KEY), nullable=False),
+    sa.Column("mark", sa.String(MAX_MARK), nullable=False),
+    sa.Column("author", sa.String(MAX_NAME), nullable=False),
+    sa.Column("created", sa.DateTime(timezone=True), nullable=False),
+    sa.UniqueConstraint("review_key", "mark", name="uq_review_marks_key_mark"),
+    sa.Index("ix_review_marks_mark", "mark"),
+)
+REVIEWED = "reviewed"
+"""The one mark so far: a person has looked at the review in the triage queue."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +184,17 @@ class Note:
 
     review_key: str
     note: str
+    author: str
+    updated: datetime
+
+
+@dataclass(frozen=True)
+class Relabel:
+    """The stars a reviewer gave one review instead of the data's (``previous``)."""
+
+    key: str
+    stars: int
+    previous: int
     author: str
     updated: datetime
 
@@ -242,6 +279,14 @@ def _entry_row(room, author, text, stars, capability, checkpoint, pred_label, pr
                 pred_label=clean_name(pred_label, "pred_label", empty_ok=True),
                 pred_min=p_low, pred_max=p_high, e_stars=_e_stars(e_stars), fooled=bool(fooled),
                 created=_now())
+
+
+def _star(value, field: str) -> int:
+    """One whole star 1-5 (numpy's integers too, never a bool or a float)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) \
+            or not 1 <= value <= 5:
+        raise StoreError(f"{field} must be whole stars 1-5, got {value!r}"[:200])
+    return int(value)
 
 
 def _whole(value, field: str) -> int:
@@ -480,10 +525,15 @@ if hasattr(os, "register_at_fork"):         # POSIX only
     os.register_at_fork(after_in_child=_forget_after_fork)
 
 
+def _lock_key(scope: bytes, name: str) -> int:
+    """A signed 64-bit pg_advisory lock key for one name (a room, a review key) in a scope."""
+    digest = hashlib.sha256(scope + b"\0" + name.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 def _room_lock_key(room: str) -> int:
     """A signed 64-bit pg_advisory lock key for one room."""
-    digest = hashlib.sha256(b"reviewbert.fool_entries\0" + room.encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
+    return _lock_key(b"reviewbert.fool_entries", room)
 
 
 def _chunks(keys: list[str]) -> Iterator[list[str]]:
@@ -501,8 +551,8 @@ def _insert(connection, table):
 
 
 class Store:
-    """One database's entries, tags and notes; thread-safe (every call its own connection
-    and transaction). Get one with :func:`open_store`."""
+    """One database's entries, tags, notes, relabels and reviewed marks; thread-safe (every
+    call its own connection and transaction). Get one with :func:`open_store`."""
 
     def __init__(self, engine: sa.Engine, where: str, secret: str | None = None):
         self.engine = engine
@@ -520,7 +570,7 @@ class Store:
             yield connection
 
     def schema_version(self) -> str | None:
-        """The Alembic revision the database is at ("0002")."""
+        """The Alembic revision the database is at ("0003")."""
         with self._tx(write=False) as connection:
             return _revision_at(connection)
 
@@ -620,6 +670,11 @@ class Store:
             out.setdefault(record.review_key, []).append(record.tag)
         return out
 
+    def tag_names(self) -> list[str]:
+        """Every tag some review holds, sorted (by Python, not the server's collation)."""
+        with self._tx(write=False) as connection:
+            return sorted(connection.execute(sa.select(REVIEW_TAGS.c.tag).distinct()).scalars())
+
     def set_note(self, review_key: str, note: str, author: str = "") -> None:
         """Write (replace) the note on a review; a blank note (or None) removes it."""
         review_key = clean_name(review_key, "review key", MAX_KEY)
@@ -650,9 +705,91 @@ class Store:
                                               _utc(r["updated"])) for r in rows})
         return out
 
-    def _by_keys(self, table: sa.Table, review_keys, *order) -> Iterator[list]:
+    # ---- relabels
+    def relabel(self, review_key: str, stars: int, previous: int, author: str = "") -> bool:
+        """Give a review ``stars`` instead of the data's ``previous``; True when a relabel is
+        now stored, False when it went back to the data's stars (the row is removed). The
+        data's stars are those of the first relabel: a later call's ``previous`` is only
+        used when the review had none."""
+        review_key = clean_name(review_key, "review key", MAX_KEY)
+        stars, previous = _star(stars, "stars"), _star(previous, "previous stars")
+        author = clean_name(author, "author", empty_ok=True)
+        with self._tx() as connection:
+            if connection.dialect.name == "postgresql":
+                # read, then write: two sessions relabelling one review take turns (SQLite's
+                # BEGIN IMMEDIATE already makes every writer take its turn)
+                connection.execute(sa.select(sa.func.pg_advisory_xact_lock(
+                    _lock_key(b"reviewbert.review_labels", review_key))))
+            had = connection.execute(sa.select(REVIEW_LABELS.c.previous).where(
+                REVIEW_LABELS.c.review_key == review_key)).scalar()
+            previous = previous if had is None else had
+            if stars == previous:
+                connection.execute(REVIEW_LABELS.delete().where(
+                    REVIEW_LABELS.c.review_key == review_key))
+                return False
+            row = dict(review_key=review_key, stars=stars, previous=previous, author=author,
+                       updated=_now())
+            connection.execute(_insert(connection, REVIEW_LABELS).values(**row).on_conflict_do_update(
+                index_elements=["review_key"],
+                set_=dict(stars=stars, author=author, updated=row["updated"])))
+        return True
+
+    def unrelabel(self, review_key: str) -> bool:
+        """Drop a review's relabel (back to the data's stars); whether it had one."""
+        review_key = clean_name(review_key, "review key", MAX_KEY)
+        with self._tx() as connection:
+            result = connection.execute(REVIEW_LABELS.delete().where(
+                REVIEW_LABELS.c.review_key == review_key))
+        return result.rowcount > 0
+
+    def relabels(self, review_keys: Iterable[str] | None = None) -> dict[str, Relabel]:
+        """{review key: its relabel} for every relabelled review (of these)."""
+        out: dict[str, Relabel] = {}
+        for rows in self._by_keys(REVIEW_LABELS, review_keys):
+            out.update({r["review_key"]: Relabel(r["review_key"], int(r["stars"]),
+                                                 int(r["previous"]), r["author"],
+                                                 _utc(r["updated"])) for r in rows})
+        return out
+
+    # ---- reviewed marks
+    def mark_reviewed(self, review_keys: Iterable[str], author: str = "") -> int:
+        """Mark reviews as reviewed, all in one transaction; how many were not marked yet
+        (the first mark keeps its author and time)."""
+        author = clean_name(author, "author", empty_ok=True)
+        keys = _keys(review_keys)
+        added, now = 0, _now()
+        with self._tx() as connection:
+            for chunk in _chunks(keys):
+                had = set(connection.execute(sa.select(REVIEW_MARKS.c.review_key).where(
+                    REVIEW_MARKS.c.mark == REVIEWED, REVIEW_MARKS.c.review_key.in_(chunk))).scalars())
+                rows = [dict(review_key=k, mark=REVIEWED, author=author, created=now)
+                        for k in chunk if k not in had]
+                if rows:
+                    connection.execute(_insert(connection, REVIEW_MARKS).on_conflict_do_nothing(
+                        index_elements=["review_key", "mark"]), rows)
+                added += len(rows)
+        return added
+
+    def unmark_reviewed(self, review_key: str) -> bool:
+        """Take the reviewed mark off a review; whether it had one."""
+        review_key = clean_name(review_key, "review key", MAX_KEY)
+        with self._tx() as connection:
+            result = connection.execute(REVIEW_MARKS.delete().where(
+                REVIEW_MARKS.c.review_key == review_key, REVIEW_MARKS.c.mark == REVIEWED))
+        return result.rowcount > 0
+
+    def reviewed(self, review_keys: Iterable[str] | None = None) -> dict[str, tuple[str, datetime]]:
+        """{review key: (who marked it, when)} for every reviewed review (of these)."""
+        out: dict[str, tuple[str, datetime]] = {}
+        for rows in self._by_keys(REVIEW_MARKS, review_keys, where=REVIEW_MARKS.c.mark == REVIEWED):
+            out.update({r["review_key"]: (r["author"], _utc(r["created"])) for r in rows})
+        return out
+
+    def _by_keys(self, table: sa.Table, review_keys, *order, where=None) -> Iterator[list]:
         """The table's rows, all of them or of these review keys (a few hundred a query)."""
         query = sa.select(table).order_by(table.c.review_key, *order)
+        if where is not None:
+            query = query.where(where)
         with self._tx(write=False) as connection:
             if review_keys is None:
                 yield connection.execute(query).mappings().all()

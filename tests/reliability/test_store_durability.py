@@ -245,7 +245,7 @@ def test_postgres_four_processes_migrate_a_fresh_database_once(pg_url):
         w.join(180)
     assert [w.exitcode for w in workers] == [0, 0, 0, 0]
     store = db.open_store(pg_url)
-    assert store.schema_version() == "0002"
+    assert store.schema_version() == db.SCHEMA_HEAD
     entries = store.entries("class")
     assert len({e.id for e in entries}) == 200
     assert {e.text for e in entries} == {f"process {n} entry {i}" for n in range(4)
@@ -276,5 +276,5 @@ def test_postgres_refuses_a_newer_schema(pg_url):
         connection.exec_driver_sql(f"UPDATE {db.VERSION_TABLE} SET version_num = '0009'")
     engine.dispose()
     with pytest.raises(db.StoreError, match=r"newer ReviewBERT \(schema 0009\); this one knows "
-                                            r"up to 0002"):
+                                            rf"up to {db.SCHEMA_HEAD}"):
         db.open_store(pg_url)

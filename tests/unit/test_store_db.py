@@ -1,8 +1,11 @@
 """The shared store (reviewbert/store/db.py) on SQLite files in tmp_path.
 
 Round trips of hostile texts, the limits and their one-line errors, the schema version and
-a migration from the previous one, the refusal of a newer schema, bad URLs (no password
-shown), and concurrent writers: 20 threads and 4 processes, nothing lost.
+migrations from the previous ones, the refusal of a newer schema, bad URLs (no password
+shown), relabels and reviewed marks, and concurrent writers: 20 threads and 4 processes,
+nothing lost. The relabel, mark and migration tests have PostgreSQL twins under the
+``distributed`` marker (``make distributed``: a throwaway server from
+tests/postgres_support.py, a fresh database per test).
 """
 from __future__ import annotations
 
@@ -11,8 +14,11 @@ import re
 import socket
 import sqlite3
 import threading
+import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 from alembic import command
@@ -23,6 +29,7 @@ from alembic.runtime.migration import MigrationContext
 from reviewbert.store import db
 
 from hostile_texts import CORPUS
+from postgres_support import PostgresServer, bin_dir
 
 ENTRY = dict(author="ann", stars=(1, 2), capability="Negation", checkpoint="checkpoints/demo",
              pred_label="4 stars", pred_stars=(4, 4), e_stars=3.8, fooled=True)
@@ -188,11 +195,86 @@ def test_tags_and_notes(tmp_path):
     assert "not one text" in one_line_error(store.tag_many, "review-1", "sarcasm")
 
 
+def relabels_and_marks_round_trip(store) -> None:
+    """Relabels and reviewed marks, written and read back, on any backend."""
+    assert store.relabels() == {} and store.reviewed() == {}
+    assert store.relabel("r1", 1, previous=4, author="ann") is True
+    (first,) = store.relabels().values()
+    assert (first.key, first.stars, first.previous, first.author) == ("r1", 1, 4, "ann")
+    assert first.updated.tzinfo is not None
+    # a second reviewer changes it: the data's stars stay those of the first relabel
+    assert store.relabel("r1", 2, previous=1, author="bob") is True
+    again = store.relabels(["r1", "never"])["r1"]
+    assert (again.stars, again.previous, again.author) == (2, 4, "bob")
+    assert again.updated >= first.updated
+    assert store.relabel("r1", 4, previous=2) is False        # back to the data's: removed
+    assert store.relabels() == {}
+    assert store.relabel("r2", 3, previous=3) is False and store.relabels() == {}
+    assert store.relabel("r2", np.int64(5), np.int16(1), author="ann")   # numpy's integers
+    assert store.relabels()["r2"].stars == 5
+    assert store.unrelabel("r2") and not store.unrelabel("r2")
+    # the database itself refuses a "relabel" to the same stars or out of range
+    for stars, previous in ((3, 3), (0, 2), (6, 2)):
+        with pytest.raises(sa.exc.IntegrityError), store.engine.begin() as connection:
+            connection.execute(db.REVIEW_LABELS.insert().values(
+                review_key="raw", stars=stars, previous=previous, author="", updated=db._now()))
+
+    keys = [f"review-{i}" for i in range(1_200)]                     # more than one IN list
+    assert store.mark_reviewed(keys + ["r1"], author="ann") == 1_201
+    assert store.mark_reviewed(["r1", "new", "new"], author="bob") == 1
+    marked = store.reviewed(["r1", "new", "unmarked"])
+    assert {k: who for k, (who, _) in marked.items()} == {"r1": "ann", "new": "bob"}
+    assert marked["r1"][1].tzinfo is not None and len(store.reviewed()) == 1_202
+    assert store.unmark_reviewed("r1") and not store.unmark_reviewed("r1")
+    store.tag("r1", "reviewed")                       # a tag of that name is not the mark
+    assert "r1" not in store.reviewed() and store.tags(["r1"]) == {"r1": ["reviewed"]}
+    store.tag("r9", "sarcasm")
+    assert store.tag_names() == ["reviewed", "sarcasm"]
+
+
+def test_relabels_and_reviewed_marks(tmp_path):
+    relabels_and_marks_round_trip(db.open_store(sqlite_url(tmp_path / "s.db")))
+
+
+BAD_TRIAGE = {
+    "stars 0": (lambda s: s.relabel("k", 0, 3), "stars must be whole stars 1-5, got 0"),
+    "stars 6": (lambda s: s.relabel("k", 6, 3), "stars must be whole stars 1-5"),
+    "fractional stars": (lambda s: s.relabel("k", 2.0, 3), "whole stars"),
+    "stars as text": (lambda s: s.relabel("k", "2", 3), "whole stars"),
+    "stars as a bool": (lambda s: s.relabel("k", True, 3), "whole stars"),
+    "no previous": (lambda s: s.relabel("k", 2, None), "previous stars"),
+    "previous 9": (lambda s: s.relabel("k", 2, 9), "previous stars"),
+    "empty key": (lambda s: s.relabel(" ", 2, 3), "review key is empty"),
+    "NUL in the key": (lambda s: s.relabel("k\x00", 2, 3), "control characters"),
+    "long key": (lambda s: s.relabel("k" * 201, 2, 3), "the most is 200"),
+    "long author": (lambda s: s.relabel("k", 2, 3, author="a" * 81), "author"),
+    "surrogate key": (lambda s: s.relabel("lone \ud800", 2, 3), "Unicode"),
+    "one bad key of many": (lambda s: s.mark_reviewed(["ok", "bad\nkey"]), "control characters"),
+    "one text, not keys": (lambda s: s.mark_reviewed("one-key"), "not one text"),
+    "a number as key": (lambda s: s.mark_reviewed(["ok", 5]), "review key must be text"),
+    "surrogate author": (lambda s: s.mark_reviewed(["ok"], author="\ud800"), "Unicode"),
+    "unmark a long key": (lambda s: s.unmark_reviewed("k" * 201), "the most is 200"),
+    "unrelabel no key": (lambda s: s.unrelabel(None), "review key must be text"),
+}
+
+
+def bad_triage_values_are_refused(store) -> None:
+    store.relabel("kept", 2, 5, author="ann")
+    for name, (call, words) in BAD_TRIAGE.items():
+        message = one_line_error(call, store)
+        assert words in message, (name, message)
+    assert list(store.relabels()) == ["kept"] and store.reviewed() == {}
+
+
+def test_bad_relabels_and_marks_are_refused_in_one_line_and_nothing_is_stored(tmp_path):
+    bad_triage_values_are_refused(db.open_store(sqlite_url(tmp_path / "s.db")))
+
+
 # ------------------------------------------------------------------ schema and migrations
 def test_the_schema_is_at_the_head_and_matches_the_code(tmp_path):
     store = db.open_store(sqlite_url(tmp_path / "s.db"))
-    assert store.schema_version() == "0002" == db.SCHEMA_HEAD
-    assert db.known_revisions() == ("0001", "0002")
+    assert store.schema_version() == "0003" == db.SCHEMA_HEAD
+    assert db.known_revisions() == ("0001", "0002", "0003")
     with store.engine.connect() as connection:
         context = MigrationContext.configure(connection, opts={"version_table": db.VERSION_TABLE})
         diff = compare_metadata(context, db.METADATA)
@@ -225,7 +307,7 @@ def test_a_database_at_the_previous_version_is_upgraded_with_its_entries(tmp_pat
     engine.dispose()
 
     store = db.open_store(sqlite_url(path))
-    assert store.schema_version() == "0002"
+    assert store.schema_version() == db.SCHEMA_HEAD
     old = store.entries("class")
     assert [(e.id, e.text, e.fooled, e.stars) for e in old] == [
         (1, "old one", True, (1, 2)), (2, "old <b>two</b> 'quoted'", True, (1, 2))]
@@ -234,6 +316,33 @@ def test_a_database_at_the_previous_version_is_upgraded_with_its_entries(tmp_pat
     store.set_note("review-1", "new table works")
     assert store.note("review-1") == "new table works"
     assert add(store, "new one", room="class") == 3
+
+
+def upgrade_from_0002_keeps_tags_and_notes(url: str) -> None:
+    """A database written by the previous version (tags and a note) opened by this one."""
+    engine = sa.create_engine(url)
+    when = datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    with engine.begin() as connection:
+        command.upgrade(alembic_config(connection), "0002")
+        assert not sa.inspect(connection).has_table("review_labels")
+        connection.execute(db.REVIEW_TAGS.insert(), [
+            dict(review_key=k, tag=t, author="ann", created=when)
+            for k, t in (("t1:a", "sarcasm"), ("t1:a", "label-noise"), ("t1:b", "other 'x'"))])
+        connection.execute(db.REVIEW_NOTES.insert().values(
+            review_key="t1:a", note="old note <b>", author="bob", updated=when))
+    engine.dispose()
+
+    store = db.open_store(url)
+    assert store.schema_version() == "0003"
+    assert store.tags() == {"t1:a": ["label-noise", "sarcasm"], "t1:b": ["other 'x'"]}
+    assert {t.created for t in store.tag_records()} == {when}
+    assert store.notes()["t1:a"] == db.Note("t1:a", "old note <b>", "bob", when)
+    assert store.relabel("t1:a", 1, 5, author="ann") and store.mark_reviewed(["t1:a"]) == 1
+    assert store.relabels()["t1:a"].stars == 1 and list(store.reviewed()) == ["t1:a"]
+
+
+def test_a_database_at_0002_is_upgraded_to_0003_keeping_its_tags_and_notes(tmp_path):
+    upgrade_from_0002_keeps_tags_and_notes(sqlite_url(tmp_path / "at-0002.db"))
 
 
 def test_a_newer_schema_is_refused_and_left_alone(tmp_path):
@@ -245,7 +354,7 @@ def test_a_newer_schema_is_refused_and_left_alone(tmp_path):
     raw.commit()
     raw.close()
     message = one_line_error(db.open_store, sqlite_url(path))
-    assert "was written by a newer ReviewBERT (schema 0007); this one knows up to 0002" in message
+    assert "was written by a newer ReviewBERT (schema 0007); this one knows up to 0003" in message
     raw = sqlite3.connect(path)
     assert raw.execute(f"select version_num from {db.VERSION_TABLE}").fetchall() == [("0007",)]
     assert raw.execute("select text from fool_entries").fetchall() == [("kept",)]
@@ -322,6 +431,49 @@ def test_twenty_threads_opening_and_writing_at_once_lose_nothing(tmp_path):
     assert got == ids
 
 
+def threads_tag_relabel_and_mark(url: str, sessions: int = 20, per: int = 8) -> None:
+    """``sessions`` threads open the store at once; each tags, relabels and marks its own
+    reviews and all fight over one shared review; nothing is lost."""
+    barrier = threading.Barrier(sessions)
+    errors: list[BaseException] = []
+
+    def session(n: int) -> None:
+        try:
+            barrier.wait()
+            store = db.open_store(url)
+            keys = [f"s{n}-r{i}" for i in range(per)]
+            store.tag_many(keys + ["shared"], "label-noise", author=f"s{n}")
+            for i, key in enumerate(keys):
+                store.tag(key, f"t{n}", author=f"s{n}")
+                store.relabel(key, 1 + (n + i) % 4, previous=5, author=f"s{n}")
+                store.relabel("shared", 1 + n % 4, previous=5, author=f"s{n}")
+            store.mark_reviewed(keys + ["shared"], author=f"s{n}")
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=session, args=(n,)) for n in range(sessions)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(180)
+    assert errors == []
+    store = db.open_store(url)
+    tags = store.tags()
+    assert tags.pop("shared") == ["label-noise"]
+    assert tags == {f"s{n}-r{i}": sorted(["label-noise", f"t{n}"])
+                    for n in range(sessions) for i in range(per)}
+    relabels = store.relabels()
+    shared = relabels.pop("shared")
+    assert shared.previous == 5 and 1 <= shared.stars <= 4 and shared.author.startswith("s")
+    assert {k: (r.stars, r.previous, r.author) for k, r in relabels.items()} == {
+        f"s{n}-r{i}": (1 + (n + i) % 4, 5, f"s{n}") for n in range(sessions) for i in range(per)}
+    assert len(store.reviewed()) == sessions * per + 1
+
+
+def test_twenty_threads_tagging_relabelling_and_marking_at_once_lose_nothing(tmp_path):
+    threads_tag_relabel_and_mark(sqlite_url(tmp_path / "s.db"))
+
+
 def process_writer(url: str, n: int, count: int, barrier) -> None:
     """A spawned process: opens the (fresh) store when all the others do, writes ``count``."""
     barrier.wait()
@@ -346,7 +498,7 @@ def test_four_processes_opening_a_fresh_database_and_writing_lose_nothing(tmp_pa
     assert len(entries) == 200 and len({e.id for e in entries}) == 200
     assert {e.text for e in entries} == {f"process {n} entry {i}" for n in range(4)
                                          for i in range(50)}
-    assert store.schema_version() == "0002"
+    assert store.schema_version() == db.SCHEMA_HEAD
 
 
 def test_every_sqlite_connection_waits_for_writers_and_syncs_each_commit(tmp_path):
@@ -357,3 +509,57 @@ def test_every_sqlite_connection_waits_for_writers_and_syncs_each_commit(tmp_pat
         pragma = {name: connection.exec_driver_sql(f"PRAGMA {name}").scalar()
                   for name in ("journal_mode", "synchronous", "busy_timeout")}
     assert pragma == {"journal_mode": "wal", "synchronous": 2, "busy_timeout": db.BUSY_TIMEOUT_MS}
+
+
+# ------------------------------------------------------------------ PostgreSQL (make distributed)
+@pytest.fixture(scope="module")
+def postgres():
+    if bin_dir() is None:
+        pytest.fail("PostgreSQL is not installed: `make distributed` installs it")
+    server = PostgresServer()
+    try:
+        yield server.start()
+    finally:
+        db.close_all()
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(postgres) -> str:
+    """A fresh database on the test server, for one test."""
+    name = f"store_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(postgres.url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    admin.dispose()
+    yield postgres.url.rsplit("/", 1)[0] + "/" + name
+    db.close_all()
+
+
+@pytest.mark.distributed
+def test_postgres_schema_is_at_the_head_and_matches_the_code(pg_url):
+    store = db.open_store(pg_url)
+    assert store.schema_version() == db.SCHEMA_HEAD
+    with store.engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"version_table": db.VERSION_TABLE})
+        assert compare_metadata(context, db.METADATA) == []
+
+
+@pytest.mark.distributed
+def test_postgres_a_database_at_0002_is_upgraded_to_0003_keeping_its_tags_and_notes(pg_url):
+    upgrade_from_0002_keeps_tags_and_notes(pg_url)
+
+
+@pytest.mark.distributed
+def test_postgres_relabels_and_reviewed_marks(pg_url):
+    relabels_and_marks_round_trip(db.open_store(pg_url))
+
+
+@pytest.mark.distributed
+def test_postgres_refuses_bad_relabels_and_marks_in_one_line_storing_nothing(pg_url):
+    bad_triage_values_are_refused(db.open_store(pg_url))
+
+
+@pytest.mark.distributed
+def test_postgres_twenty_threads_tagging_relabelling_and_marking_lose_nothing(pg_url):
+    threads_tag_relabel_and_mark(pg_url)
