@@ -74,6 +74,13 @@ Layout (one folder per checkpoint, one sub-folder per evaluation)::
                                     other settings than the ones asked for: started over
         slices.json                 saved, named slices of these reviews (``analysis/slices.py``):
                                     {"format": "reviewbert-slices/1", "slices": {name: spec}}
+        properties.parquet          one row of review properties per review, in
+                                    predictions.parquet's order (``cohorts/properties.py``,
+                                    whose PROPERTIES defines every column); properties.json,
+                                    written after it, holds the format, code version and the
+                                    lexicon's fingerprint it was computed with
+        hygiene.json                duplicates, conflicts and leakage of these reviews
+                                    (``cohorts/hygiene.py``), its pairs in hygiene_pairs.parquet
 
 Why it is never stale. ``checkpoint.sha256`` hashes the weights, config.json and the
 tokenizer files' bytes; ``data.sha256`` hashes the reviews themselves (stars and text,

@@ -2,7 +2,9 @@
 
 A slice is a :class:`SliceSpec`: conditions on the source file, the length bucket,
 cleanlab's label-issue flag, "contains the word or phrase W", a projector selection
-(rows), the true and the predicted rating. Values of one attribute are alternatives
+(rows), the true and the predicted rating, and a *cohort*: conditions on the review
+properties (``where``, a query of ``reviewbert.cohorts.conditions``, found on the Cohorts
+page). Values of one attribute are alternatives
 (file a *or* b); attributes combine (file a *and* contains "battery"). Specs are
 plain JSON, so they can be named, saved beside the predictions (``slices.json``,
 layout in ``analysis/cache.py``) and reused on the Compare tab.
@@ -32,6 +34,7 @@ import pandas as pd
 
 from reviewbert.analysis.breakdown import LENGTH_EDGES
 from reviewbert.analysis.intervals import Interval, difference_interval, mean_interval
+from reviewbert.cohorts import conditions
 from reviewbert.fsio import atomic_write_json
 
 FORMAT = "reviewbert-slices/1"
@@ -117,6 +120,7 @@ class SliceSpec:
     rows: tuple[int, ...] = ()          # a projector selection
     true: tuple[int, ...] = ()          # class ids
     predicted: tuple[int, ...] = ()
+    where: str = ""                     # a cohort: conditions on the review properties
 
     def is_empty(self) -> bool:
         return self == SliceSpec()
@@ -132,8 +136,13 @@ class SliceSpec:
         kw["true"], kw["predicted"] = (tuple(int(c) for c in kw["true"]),
                                        tuple(int(c) for c in kw["predicted"]))
         li = d.get("label_issue")
+        where = str(d.get("where") or "")
+        try:
+            conditions.parse_query(where)
+        except conditions.ConditionError as e:
+            raise SliceError(f"the slice's cohort: {e}") from None
         return cls(**kw, label_issue=None if li is None else bool(li),
-                   contains=str(d.get("contains") or ""))
+                   contains=str(d.get("contains") or ""), where=where)
 
     def describe(self, names) -> str:
         parts = []
@@ -151,11 +160,15 @@ class SliceSpec:
             parts.append("true " + " or ".join(names[c] for c in self.true))
         if self.predicted:
             parts.append("predicted " + " or ".join(names[c] for c in self.predicted))
+        if self.where:
+            parts.append(self.where)
         return " · ".join(parts) or "every review"
 
 
-def mask_of(spec: SliceSpec, preds, flagged=None) -> np.ndarray:
-    """Which reviews of ``preds`` are in the slice."""
+def mask_of(spec: SliceSpec, preds, flagged=None, properties=None) -> np.ndarray:
+    """Which reviews of ``preds`` are in the slice. A cohort (``where``) is read on
+    ``properties``, the split's properties table (``reviewbert.cohorts.properties``), row
+    for row with ``preds``."""
     m = np.ones(preds.n, dtype=bool)
     f = preds.frame
     if spec.sources:
@@ -177,7 +190,20 @@ def mask_of(spec: SliceSpec, preds, flagged=None) -> np.ndarray:
         m &= np.isin(preds.y, spec.true)
     if spec.predicted:
         m &= np.isin(preds.pred, spec.predicted)
+    if spec.where:
+        m &= _cohort_mask(spec.where, preds.n, properties)
     return m
+
+
+def _cohort_mask(where: str, n: int, properties) -> np.ndarray:
+    if properties is None:
+        raise SliceError("this slice is a cohort of review properties, which are not available here")
+    if len(properties) != n:
+        raise SliceError(f"the properties table has {len(properties):,} rows for {n:,} reviews")
+    try:
+        return conditions.mask_of(conditions.parse_query(where, properties.columns), properties)
+    except conditions.ConditionError as e:
+        raise SliceError(f"the slice's cohort: {e}") from None
 
 
 # ------------------------------------------------------------------ metrics
