@@ -14,6 +14,8 @@
     reviewbert whatif --checkpoint checkpoints/NAME --n 300 [--json]
     reviewbert behave --checkpoint checkpoints/NAME [--suite FILE] [--cases FILE.csv]
                       [--json] [--fail-above RATE]
+    reviewbert cohorts --checkpoint checkpoints/NAME [--split test|all --data FILE] [--json]
+                       [--save-properties FILE.csv]
     reviewbert card --checkpoint checkpoints/demo --evaluation EVAL.json [...]
     reviewbert heads --checkpoint checkpoints/NAME [--data FILE ...] --n 1000 [--json]
     reviewbert heads prune --checkpoint checkpoints/NAME --fraction 0.3 --out checkpoints/NAME-pruned
@@ -40,7 +42,7 @@ from reviewbert.data import DataError
 from reviewbert.errors import CheckpointError, ConfigError
 
 COMMANDS = ("train", "evaluate", "predict", "export", "search", "faithfulness", "whatif",
-            "behave", "heads", "report", "card")
+            "behave", "cohorts", "heads", "report", "card")
 PROG = "python -m reviewbert"
 
 
