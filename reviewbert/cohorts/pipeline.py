@@ -46,13 +46,14 @@ def check_target(target: str) -> str:
     return target
 
 
-def review_properties(preds, *, progress=None, use_cache: bool = True) -> pd.DataFrame:
+def review_properties(preds, *, progress=None, use_cache: bool = True,
+                      lexicon=None) -> pd.DataFrame:
     """The split's properties table (cached beside its predictions). ``progress(n)`` is the
     project's bar (n more reviews done: ``reviewbert/progress.py``)."""
     step = _stepper(progress)
     if use_cache:
-        return properties.cached_table(preds, progress=step)
-    return properties.build_table(preds, progress=step)
+        return properties.cached_table(preds, progress=step, lexicon=lexicon)
+    return properties.build_table(preds, progress=step, lexicon=lexicon)
 
 
 def _stepper(progress):

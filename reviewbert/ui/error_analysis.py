@@ -395,28 +395,38 @@ def brittleness(info, predictor, choice: Choice) -> None:
 
 
 # ------------------------------------------------------------------ compare
-def compare_section(preds, info, choice: Choice) -> None:
-    st.subheader("Compare with another checkpoint on the same reviews")
+def other_predictions(preds, info, choice: Choice, pick_key: str = state.ERR_COMPARE,
+                      run_state: str = state.ERR_COMPARE_RUN, label: str = "Other checkpoint"):
+    """(the other checkpoint, its predictions on the same reviews), or None while the user
+    has not picked one or asked for its evaluation."""
     others = [i for i in list_checkpoints(checkpoints_root())
               if i.path != info.path and i.scheme == info.scheme]
     if not others:
         st.info("No other checkpoint with the same labels to compare with.")
-        return
+        return None
     by_path = {str(i.path): i for i in others}
-    choice_b = st.selectbox("Other checkpoint", list(by_path), key=state.ERR_COMPARE,
+    choice_b = st.selectbox(label, list(by_path), key=pick_key,
                             format_func=lambda p: by_path[p].name)
     other = by_path[choice_b]
     preds_b = lookup(other.path, choice.reviews, other.scheme, _max_length(info))
     if preds_b is None:
         run_key = f"{choice.key}|{other.path}"
-        if st.session_state.get(state.ERR_COMPARE_RUN) == run_key:
-            preds_b = _evaluate(other, choice, f"Evaluating {other.name}")
-        else:
-            if runtime.button(st, f"Evaluate {other.name} on these {preds.n:,} reviews",
-                                  key="err_compare_button"):
-                st.session_state[state.ERR_COMPARE_RUN] = run_key
-                st.rerun()
-            return
+        if st.session_state.get(run_state) == run_key:
+            return other, _evaluate(other, choice, f"Evaluating {other.name}")
+        if runtime.button(st, f"Evaluate {other.name} on these {preds.n:,} reviews",
+                          key=pick_key + "_button"):
+            st.session_state[run_state] = run_key
+            st.rerun()
+        return None
+    return other, preds_b
+
+
+def compare_section(preds, info, choice: Choice) -> None:
+    st.subheader("Compare with another checkpoint on the same reviews")
+    picked = other_predictions(preds, info, choice)
+    if picked is None:
+        return
+    other, preds_b = picked
     issues = _issues(_key(preds), preds)[0]
     rows = slice_filter.pick(preds, None if issues is None else issues.flagged)
     if rows is not None:

@@ -33,6 +33,7 @@ def pages() -> list:
         st.Page(state.TRAIN_PAGE, title="Train", icon="🏋️"),
         st.Page(state.INSIDE_PAGE, title="Inside BERT", icon="🔍"),
         st.Page(state.ERROR_PAGE, title="Error analysis", icon="🔬"),
+        st.Page(state.COHORTS_PAGE, title="Cohorts", icon="🧩"),
         st.Page(state.BEHAVE_PAGE, title="Behaviour", icon="🧪"),
         st.Page(state.FOOL_PAGE, title="Fool the model", icon="🎭"),
         st.Page(state.FAITH_PAGE, title="Faithfulness", icon="⚖️"),

@@ -22,7 +22,7 @@ from reviewbert.analysis import slices as slices_mod
 from reviewbert.analysis.html_report import METRIC_NAMES, fmt_metric
 from reviewbert.analysis.intervals import metric_intervals
 from reviewbert.model.device import cpu_threads, threads_for_one_review
-from reviewbert.ui import error_analysis, nearest_reviews, runtime, state
+from reviewbert.ui import cohorts, error_analysis, nearest_reviews, runtime, state
 from reviewbert.ui.nearest_reviews import PREVIEW
 from reviewbert.ui.progress_bar import StreamlitProgress, in_background, wait_timed
 from reviewbert.viz.markdown import md_escape
@@ -444,9 +444,15 @@ def _builder(preds, flagged) -> slices_mod.SliceSpec:
         true=tuple(names.index(n) for n in true), predicted=tuple(names.index(n) for n in pred))
 
 
+def cohort_table(preds, spec):
+    """The properties a cohort slice (found on the Cohorts page) is read on; None for the
+    other slices, which need none."""
+    return cohorts.properties_table(preds) if spec.where else None
+
+
 def slice_view(preds, spec, flagged, *, save: bool = True) -> None:
     """One slice against the rest: the four metrics with intervals, its reviews, save it."""
-    mask = slices_mod.mask_of(spec, preds, flagged)
+    mask = slices_mod.mask_of(spec, preds, flagged, cohort_table(preds, spec))
     n = int(mask.sum())
     st.markdown(f"**{md_escape(spec.describe(preds.names))}**: {n:,} of {preds.n:,} reviews.")
     if n < 2 or preds.n - n < 2:

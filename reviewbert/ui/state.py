@@ -24,6 +24,7 @@ ERROR_PAGE = "pages/error_analysis.py"
 HEADS_PAGE = "pages/heads.py"
 BEHAVE_PAGE = "pages/behaviour.py"
 FOOL_PAGE = "pages/fool.py"
+COHORTS_PAGE = "pages/cohorts.py"
 
 # --- the frame's sidebar -----------------------------------------------------------
 CHECKPOINT = "checkpoint"                  # selectbox: str path of the chosen checkpoint
@@ -216,6 +217,23 @@ BEHAVE_COMPARE_OTHER = "behave_cmp_other"  # selectbox: the other checkpoint (st
 BEHAVE_COMPARE_RUN = "behave_cmp_run"      # button
 BEHAVE_COMPARE_TABLE = "behave_cmp_table"  # dataframe (and prefix of its chart)
 PENDING_WHATIF = "pending_whatif"          # {"original", "edit"}: What if? opens with the edit
+
+# --- the Cohorts page (ui/cohorts.py, ui/cohorts_triage.py, ui/cohorts_fix.py) -----
+COH_TAB = "coh_tab"                        # tabs: cohorts / heat map / hygiene / triage / fix
+COH_AUTHOR = "coh_author"                  # text_input: who tags (kept in COH_AUTHOR + "_kept")
+COH_TARGET = "coh_target"                  # radio: wrong / off by 2+ stars
+COH_OPEN = "coh_open"                      # selectbox: the cohort opened (a tree node or a slice)
+COH_REVIEWS = "coh_reviews"                # dataframe selection: a review of the opened cohort
+COH_SLICE_NAME = "coh_slice_name"          # text_input: the slice the cohort is saved as
+COH_TAG = "coh_tag"                        # selectbox: the tag given to the whole cohort
+COH_FLASH = "coh_flash"                    # (kind, message) shown once after an action
+COH_LEXICON = "coh_lexicon"                # text_area: the lexicon's YAML (and its save button)
+COH_HEAT = "coh_heat_"                     # prefix: the heat map's x, y and target
+COH_HYGIENE_RUN = "coh_hygiene_run"        # predictions key: the leakage check asked for
+COH_QUEUE = "coh_queue_"                   # prefix: the queue's order, filters and fields
+COH_FIX = "coh_fix_"                       # prefix: the corrected file's options and buttons
+COH_COMPARE = "coh_compare"                # selectbox: the retrained checkpoint (str path)
+COH_COMPARE_RUN = "coh_compare_run"        # input key + other checkpoint (str) asked for
 
 # --- Fool the model (ui/fool.py) ---------------------------------------------------
 FOOL_ROOM = "fool_room"                    # text_input: the class's room name
