@@ -69,6 +69,8 @@ class ReportInputs:
     other: str | None = None                # the compared checkpoint's name
     split_map: object | None = None         # analysis.map_summary.MapSummary
     behaviour: object | None = None         # behave.runner.SuiteResult (cached beside the checkpoint)
+    cohorts: object | None = None           # cohorts.pipeline.CohortsResult
+    saved_cohorts: dict | None = None       # {slice name: its cohort query} saved on the page
 
 
 # ------------------------------------------------------------------ html pieces
@@ -188,6 +190,8 @@ def build_report(r: ReportInputs) -> str:
         parts.append(split_map_section(r.split_map, r.preds.names, fig))
     if r.comparison is not None:
         parts += _comparison_section(r)
+    if r.cohorts is not None:
+        parts += cohorts_section(r.cohorts, r.saved_cohorts or {}, fig)
     if r.behaviour is not None:
         parts += behaviour_section(r.behaviour, fig)
     body = "\n".join(parts)
@@ -296,6 +300,40 @@ def behaviour_section(result, fig, worst: int = 5) -> list[str]:
         parts += [f"<h3>{_e(t.name)}: failing examples</h3>",
                   _table(ex, text_cols=("text", "original"),
                          formats={"E★": lambda v: "" if v is None else f"{float(v):.2f}"})]
+    return parts
+
+
+def _cohort_rows(items) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "definition": c.query or "every review", "n": c.n, "errors": c.errors,
+        "error rate": f"{100 * c.error_rate:.1f} %",
+        "95 % interval": f"{100 * c.ci_low:.1f}–{100 * c.ci_high:.1f} %",
+        "coverage": f"{100 * c.coverage:.1f} %", "lift": f"{c.lift:.2f}",
+        **({"p adjusted": f"{c.p_adjusted:.2g}"} if c.p_adjusted is not None else {})}
+        for c in items])
+
+
+def cohorts_section(result, saved: dict, fig) -> list[str]:
+    """Where the errors cluster: the error tree, its leaves and SliceLine's top slices (the
+    Cohorts page), and the cohorts saved as slices there."""
+    from reviewbert.cohorts import figures as cohort_figures
+    o = result.overall
+    parts = ["<h2>Failing cohorts</h2>",
+             f'<p class="meta">{o.errors:,} of {o.n:,} reviews are errors ({result.target}, '
+             f"{100 * o.error_rate:.1f} %). Each cohort is a pandas query over the review "
+             "properties (<code>reviewbert cohorts --save-properties</code>); intervals are "
+             "Wilson 95 %, slice p-values one-sided binomial, Benjamini–Hochberg adjusted.</p>",
+             fig(cohort_figures.tree_figure(result.nodes)),
+             "<h3>The error tree's leaves, worst first</h3>",
+             _table(_cohort_rows(sorted(result.leaves, key=lambda c: -c.error_rate)),
+                    text_cols=("definition",))]
+    if result.slices:
+        parts += ["<h3>SliceLine's top slices</h3>",
+                  _table(_cohort_rows(result.slices), text_cols=("definition",))]
+    if saved:
+        parts += ["<h3>Cohorts saved as slices</h3>",
+                  _table(pd.DataFrame({"slice": list(saved), "definition": list(saved.values())}),
+                         text_cols=("slice", "definition"))]
     return parts
 
 

@@ -15,7 +15,7 @@ def add_parser(sub):
                        description="Evaluates the checkpoint (or reads its prediction cache), "
                                    "then writes one self-contained HTML file: metrics with "
                                    "intervals, confusion, ROC, calibration, per-rating "
-                                   "attention and cleanlab's label issues.")
+                                   "attention, cleanlab's label issues and the failing cohorts.")
     flags.checkpoint(r)
     flags.data(r, "review file(s); for --split test they must be the training files")
     flags.split(r, "test: the checkpoint's own test split; all: every review of --data")
@@ -67,6 +67,7 @@ def run(args) -> int:
     if args.compare:
         _compare(inputs, preds, info, reviews, max_length, args, source)
     inputs.behaviour = _behaviour(info, reviews, max_length)
+    inputs.cohorts, inputs.saved_cohorts = _cohorts(preds, args)
     atomic_write_text(args.out, build_report(inputs))
     print(f"wrote {args.out} ({Path(args.out).stat().st_size / 1e6:.1f} MB)")
     if args.json:
@@ -211,6 +212,19 @@ def _summary(args, info, preds, inputs, source) -> dict:
             "count": iss.count, "metrics_without": {k: iss.metrics_clean.get(k)
                                                     for k in (*METRIC_NAMES, "n")}},
         "cache": None if preds.folder is None else str(preds.folder), "out": str(args.out)}
+
+
+def _cohorts(preds, args):
+    """The failing cohorts (properties cached beside the predictions), and the cohorts
+    saved as slices on the Cohorts page."""
+    from reviewbert.analysis import slices
+    from reviewbert.cohorts import pipeline
+    from reviewbert.progress import TqdmProgress
+    with TqdmProgress(preds.n, "properties") as bar:
+        table = pipeline.review_properties(preds, progress=bar, use_cache=not args.no_cache)
+    saved = slices.load_saved(preds.folder) if preds.folder is not None else {}
+    return (pipeline.find_cohorts(table),
+            {name: spec.where for name, spec in saved.items() if spec.where})
 
 
 def _behaviour(info, reviews, max_length: int):

@@ -191,3 +191,14 @@ def test_demo_report_opens_offline(demo):
     assert not re.search(r"<(script|link|img)[^>]+(src|href)=[\"']?https?://", html)
     assert html.count("plotly.js v") == 1
     assert f"flags <b>{first['label_issues']['count']}</b> of 2105" in html
+
+
+def test_demo_report_holds_the_failing_cohorts(demo):
+    """The Cohorts page's findings in the report: the tree (a figure), its leaves and the
+    top slices, each as the query the properties table answers to."""
+    _, out, _, _ = demo
+    html = out.read_text(encoding="utf-8")
+    section = html[html.index("<h2>Failing cohorts</h2>"):]
+    assert "The error tree's leaves, worst first" in section
+    assert "SliceLine's top slices" in section
+    assert "true_stars &gt; 4 and contrast &gt; 0" in section        # the worst leaf, escaped
