@@ -2,8 +2,8 @@
 and SliceLine's top slices, as one result the page, the command line and the report share.
 
 The properties are cached beside the predictions (``properties.cached_table``); the tree
-and the slices take a few seconds on a 10,000-review split (``bench/cohorts.py``), so they
-are recomputed for each target rather than cached on disk.
+and the slices are cheap next to them (``bench/cohorts.py`` times both), so they are
+recomputed for each target rather than cached on disk.
 """
 from __future__ import annotations
 
