@@ -404,6 +404,9 @@ def other_predictions(preds, info, choice: Choice, pick_key: str = state.ERR_COM
     if not others:
         st.info("No other checkpoint with the same labels to compare with.")
         return None
+    # a run's best/ before its last/ (newest first otherwise): the first offered is the one
+    # a user means by "the retrained checkpoint"
+    others.sort(key=lambda i: i.path.name == "last")
     by_path = {str(i.path): i for i in others}
     choice_b = st.selectbox(label, list(by_path), key=pick_key,
                             format_func=lambda p: by_path[p].name)
