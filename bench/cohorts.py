@@ -2,10 +2,10 @@
 a tag write under 20 concurrent writers, each against a baseline in the same run.
 
 - **properties**: ``properties.build_table`` on 10,000 real reviews (the first unique ones
-  of ``unlocked_mobile_10k.csv`` in ``$REVIEWBERT_DATA_DIR``, else the built-in examples
-  varied), with seeded random class probabilities (the model's pass is not what is timed),
-  cleanlab's flags and the near-duplicates included. Baseline: stock VADER and textstat
-  alone over the same texts, the libraries' own cost.
+  of ``unlocked_mobile_10k.csv`` and ``unlocked_mobile_5k.csv`` in ``$REVIEWBERT_DATA_DIR``,
+  else the built-in examples varied), with seeded random class probabilities (the model's
+  pass is not what is timed), cleanlab's flags and the near-duplicates included.
+  Baseline: stock VADER and textstat alone over the same texts, the libraries' own cost.
 - **tree + slices**: ``finder.error_tree`` and ``finder.top_slices(k=20)`` on that table.
   Baseline: sliceline's stock ``Slicefinder`` on the same binned matrix with the same
   parameters (``--quick`` leaves it out: it takes tens of seconds).
@@ -52,15 +52,16 @@ def reviews(n: int) -> tuple[list, str]:
     """n real reviews, or the built-in examples varied when the data is not here."""
     from reviewbert.analysis.sources import all_reviews
     from reviewbert.data import DataError
-    path = Path(os.environ.get("REVIEWBERT_DATA_DIR") or ROOT.parent / "shared" / "data") \
-        / "unlocked_mobile_10k.csv"
+    folder = Path(os.environ.get("REVIEWBERT_DATA_DIR") or ROOT.parent / "shared" / "data")
+    paths = [folder / "unlocked_mobile_10k.csv", folder / "unlocked_mobile_5k.csv"]
     try:
-        _, chunks, _ = all_reviews([path], FIVE)
+        _, chunks, _ = all_reviews(paths, FIVE)
         out = [e for chunk in chunks for e in chunk][:n]
         if len(out) >= n:
-            return out, path.name
+            return out, " + ".join(p.name for p in paths)
+        say(f"only {len(out):,} unique reviews in {folder}: the built-in examples, varied")
     except (DataError, OSError) as e:
-        say(f"{path} not readable ({e}): the built-in examples, varied")
+        say(f"{folder} not readable ({e}): the built-in examples, varied")
     from reviewbert.data.examples import builtin_examples
     base = builtin_examples()
     return [type(base[0])(f"{base[i % len(base)].text} (copy {i})", base[i % len(base)].stars,
