@@ -61,16 +61,25 @@ class Condition:
                                  f"but its values are not")
         if isinstance(value, str) and self.op not in ("==", "!="):
             raise ConditionError(f"{self.prop}: text compares only with == or !=")
-        out = {"<": col.lt, "<=": col.le, ">": col.gt, ">=": col.ge,
-               "==": col.eq, "!=": col.ne}[self.op](value)
+        try:
+            out = {"<": col.lt, "<=": col.le, ">": col.gt, ">=": col.ge,
+                   "==": col.eq, "!=": col.ne}[self.op](value)
+        except (TypeError, ValueError, OverflowError):     # a bool column and 2**63, say
+            raise ConditionError(f"{self.prop}: its values cannot be compared with "
+                                 f"{_literal(value)[:40]}") from None
         return out.fillna(False).to_numpy(dtype=bool)
+
+
+_LINE_BREAKS = {ord(c): f"\\u{ord(c):04x}" for c in "\x85\u2028\u2029"}
 
 
 def _literal(value) -> str:
     if isinstance(value, (bool, np.bool_)):
         return "True" if value else "False"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        # JSON escapes the other line breaks; these three would make the query two lines,
+        # which DataFrame.query refuses (and a message would break in two)
+        return json.dumps(value, ensure_ascii=False).translate(_LINE_BREAKS)
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     return repr(float(value))       # in full: a rounded value would select other rows
@@ -93,12 +102,13 @@ def _value(raw: str):
         try:
             return json.loads(raw)
         except ValueError:
-            raise ConditionError(f"cannot read the text {raw[:40]}") from None
+            raise ConditionError(f"cannot read the text {raw[:40]!r}") from None
     if _NUMBER.fullmatch(raw):
         number = float(raw)
         if not math.isfinite(number):
             raise ConditionError(f"{raw[:40]} is not a finite number")
-        return int(number) if re.fullmatch(r"[-+]?\d+", raw) else number
+        # a whole number as written: int(float) would round one past 2**53 to another
+        return int(raw) if re.fullmatch(r"[-+]?\d+", raw) else number
     raise ConditionError(f"{raw[:40]!r} is not a number, True/False or a \"quoted text\"")
 
 
