@@ -140,34 +140,48 @@ def _one_review(preds, table, row: int, store, who: str) -> None:
                 f"{table['confidence'].iloc[row]:.2f}**")
     st.text(str(preds.frame["text"].iloc[row]))
     relabel = store.relabels([key]).get(key)
-    have = store.tags([key]).get(key, [])
     vocabulary = [*triage.vocabulary(store)]
     k = state.COH_QUEUE + key[-12:] + "_"
+    # What the form started with, kept while it is up (a fresh form, its widgets not in
+    # the session yet, starts from the store): a save changes only what this reviewer
+    # changed, never a tag, note or relabel another session stored meanwhile.
+    shown = st.session_state.get(k + "shown")
+    if shown is None or k + "tags" not in st.session_state:
+        shown = st.session_state[k + "shown"] = (
+            tuple(store.tags([key]).get(key, [])), store.note(key) or "",
+            relabel.stars if relabel else true)
     with st.form(k + "form", border=True):
-        tags = st.multiselect("Tags", vocabulary, default=[t for t in have if t in vocabulary],
-                              key=k + "tags", accept_new_options=True,
-                              help="; ".join(f"{t}: {d}" for t, d in triage.TAXONOMY.items()))
-        note = st.text_area("Note", store.note(key) or "", key=k + "note", max_chars=db.MAX_NOTE)
-        stars = st.select_slider("Its true rating", [1, 2, 3, 4, 5], key=k + "stars",
-                                 value=relabel.stars if relabel else true,
-                                 help="Change it when the data's rating is wrong (a relabel).")
-        save = runtime.form_submit(st, "Save and next", key=k + "save", type="primary")
-    if save:
-        _save_review(store, key, true, have, tags, note, stars, who)
-        st.rerun()
+        st.multiselect("Tags", vocabulary, default=[t for t in shown[0] if t in vocabulary],
+                       key=k + "tags", accept_new_options=True,
+                       help="; ".join(f"{t}: {d}" for t, d in triage.TAXONOMY.items()))
+        st.text_area("Note", shown[1], key=k + "note", max_chars=db.MAX_NOTE)
+        st.select_slider("Its true rating", [1, 2, 3, 4, 5], key=k + "stars", value=shown[2],
+                         help="Change it when the data's rating is wrong (a relabel).")
+        # saved in the callback, before the next run draws the page: by then another
+        # session may have marked this review reviewed, and its form would not be drawn
+        runtime.form_submit(st, "Save and next", key=k + "save", type="primary",
+                            on_click=_save_review, args=(store, key, true, shown, k, who))
 
 
-def _save_review(store, key, true, have, tags, note, stars, who) -> None:
+def _save_review(store, key, true, shown, k, who) -> None:
+    """The form's values against what it started with (``shown``): tags added and removed,
+    the note and the stars if changed; then the review marked reviewed."""
+    tags = list(st.session_state.get(k + "tags", shown[0]))
+    note = st.session_state.get(k + "note", shown[1])
+    stars = st.session_state.get(k + "stars", shown[2])
     try:
         for t in tags:
-            if t not in have:
+            if t not in shown[0]:
                 store.tag(key, t, who)
-        for t in have:
+        for t in shown[0]:
             if t not in tags:
                 store.untag(key, t)
-        store.set_note(key, note, who)
-        store.relabel(key, int(stars), true, who)
+        if note != shown[1]:
+            store.set_note(key, note, who)
+        if stars != shown[2]:
+            store.relabel(key, int(stars), true, who)
         store.mark_reviewed([key], who)
+        st.session_state.pop(k + "shown", None)
         st.session_state[state.COH_FLASH] = (
             "success", "Saved" + (f": relabelled {true}★ → {stars}★" if stars != true else "")
             + (f", tagged {', '.join(md_code(t) for t in tags)}" if tags else "") + ".")
