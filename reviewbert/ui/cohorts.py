@@ -218,8 +218,9 @@ def _tag_cohort(table, mask, who: str) -> None:
     if runtime.button(st, f"Tag {int(mask.sum()):,} reviews", key="coh_tag_all") and tag:
         try:
             added = triage.tag_cohort(store, table, mask, tag, who)
+            # the tag as stored ("Battery life" is "battery-life"), not as typed
             st.session_state[state.COH_FLASH] = (
-                "success", f"Tagged {added:,} reviews {md_code(tag)} "
+                "success", f"Tagged {added:,} reviews {md_code(triage.tag_name(tag))} "
                            f"({int(mask.sum()) - added:,} had it already).")
         except db.StoreError as e:
             st.session_state[state.COH_FLASH] = ("warning", f"Not tagged: {md_escape(str(e))}")

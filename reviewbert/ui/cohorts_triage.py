@@ -140,7 +140,6 @@ def _one_review(preds, table, row: int, store, who: str) -> None:
                 f"{table['confidence'].iloc[row]:.2f}**")
     st.text(str(preds.frame["text"].iloc[row]))
     relabel = store.relabels([key]).get(key)
-    vocabulary = [*triage.vocabulary(store)]
     k = state.COH_QUEUE + key[-12:] + "_"
     # What the form started with, kept while it is up (a fresh form, its widgets not in
     # the session yet, starts from the store): a save changes only what this reviewer
@@ -150,8 +149,12 @@ def _one_review(preds, table, row: int, store, who: str) -> None:
         shown = st.session_state[k + "shown"] = (
             tuple(store.tags([key]).get(key, [])), store.note(key) or "",
             relabel.stars if relabel else true)
+    # every tag the form started with among its options, even one removed from the store
+    # since: a tag the form did not show would count as one this reviewer removed
+    vocabulary = triage.vocabulary(store)
+    vocabulary += [t for t in shown[0] if t not in vocabulary]
     with st.form(k + "form", border=True):
-        st.multiselect("Tags", vocabulary, default=[t for t in shown[0] if t in vocabulary],
+        st.multiselect("Tags", vocabulary, default=list(shown[0]),
                        key=k + "tags", accept_new_options=True,
                        help="; ".join(f"{t}: {d}" for t, d in triage.TAXONOMY.items()))
         st.text_area("Note", shown[1], key=k + "note", max_chars=db.MAX_NOTE)

@@ -38,6 +38,7 @@ from test_cohort_sessions import (
     cohort_env,
     open_cohorts,
     open_tab,
+    save_review,
     shown_review,
 )
 
@@ -58,20 +59,6 @@ def note_text(r: int, i: int) -> str:
     return f"round {r}, save {i}: it's <b>not</b> bad — 'quoted' \"twice\" 🎭\nsecond line\r\n¶"
 
 
-def save(s: StSession, tag: str, note: str, stars: int):
-    """The form as drawn, ``tag`` added, the note written, the stars moved, "Save and next"
-    pressed: one rerun with the form's values and its submit trigger."""
-    tags = s.last.find("multiselect", "Tags")
-    box, slider = s.last.find("text_area", "Note"), s.last.find("slider", "Its true rating")
-    button = s.last.find("button", "Save and next")
-    assert None not in (tags, box, slider, button), s.last.errors
-    values, rating = WidgetState(id=tags.id), WidgetState(id=slider.id)
-    values.string_array_value.data.extend([*(tags.options[i] for i in tags.default), tag])
-    rating.string_array_value.data.append(str(stars))
-    return s.rerun([values, WidgetState(id=box.id, string_value=note), rating,
-                    WidgetState(id=button.id, trigger_value=True)])
-
-
 def new_stars(run, true: int) -> int:
     """Stars neither the data's nor the form's (a review a killed save relabelled shows its
     relabel): a save that always writes its relabel."""
@@ -85,7 +72,7 @@ def _save_in_background(s, tag, note, stars) -> tuple[threading.Thread, dict]:
 
     def go():
         try:
-            out["run"] = save(s, tag, note, stars)
+            out["run"] = save_review(s, tag, note, stars)
         except Exception as e:      # noqa: BLE001 - the server died under it: expected
             out["error"] = f"{type(e).__name__}: {e}"
     thread = threading.Thread(target=go, daemon=True)
@@ -146,7 +133,7 @@ def one_server(env: dict, table, store, r: int, acked: list, kills: list) -> Non
                 true = true_of[key]
                 values = (f"kill-r{r}-s{i}", note_text(r, i), new_stars(s.last, true))
                 if i < SAVES:
-                    run = save(s, *values)
+                    run = save_review(s, *values)
                     assert run.errors == [], run.errors
                     record = acknowledge(run, key, true, values)
                     assert record is not None, (values, run.texts("alert"))
@@ -216,7 +203,7 @@ def restarted_page_agrees(env: dict, store, table) -> None:
         marked = len(store.reviewed(table["key"].tolist()))
         said = [t for t in run.texts("markdown") if "marked reviewed" in t]
         assert said and re.search(rf"· {marked:,} of {len(table):,} marked reviewed", said[0]), said
-        run = save(s, "after-the-kills", "the store still writes", 3)
+        run = save_review(s, "after-the-kills", "the store still writes", 3)
         assert alerts(run, "Saved") and run.errors == [], (run.texts("alert"), run.errors)
         assert len(store.reviewed(table["key"].tolist())) == marked + 1
 

@@ -162,11 +162,28 @@ test_masks_select_what_dataframe_query_selects, test_masks_select_what_dataframe
     twins(_masks_select_what_dataframe_query_selects, data=st.data())
 
 
-def test_a_mismatched_or_unknown_property_is_a_condition_error():
-    for query in ('source > "a"', "source == 3", 'n_words == "3"', "nope > 1"):
-        with pytest.raises(conditions.ConditionError) as e:
-            conditions.mask_of(conditions.parse_query(query), TABLE)
-        assert len(str(e.value).splitlines()) == 1
+@pytest.mark.parametrize("query", ['source > "a"', "source == 3", 'n_words == "3"', "nope > 1",
+                                   "aspect_battery <= 9223372036854775808"])
+def test_a_condition_that_cannot_apply_is_a_condition_error(query):
+    """(The last: pandas cannot compare a bool column with 2**63; an OverflowError before.)"""
+    with pytest.raises(conditions.ConditionError) as e:
+        conditions.mask_of(conditions.parse_query(query), TABLE)
+    assert len(str(e.value).splitlines()) == 1
+
+
+def test_what_fuzzing_found_in_definitions_stays_fixed():
+    # a whole number past 2**53 read back as written (int(float(...)) made it 2**53)
+    (c,) = conditions.parse_query("n_words <= 9007199254740993")
+    assert c.value == 9007199254740993 and conditions.to_query((c,)) == "n_words <= 9007199254740993"
+    # a text with U+0085, U+2028, U+2029 written on one line that DataFrame.query reads
+    c = conditions.Condition("source", "==", "a\x85b\u2028c\u2029")
+    query = conditions.to_query((c,))
+    assert len(query.splitlines()) == 1 and conditions.parse_query(query) == (c,)
+    assert TABLE.query(query, engine="python").empty
+    # the refusal of an unreadable text, on one line whatever the text holds
+    with pytest.raises(conditions.ConditionError) as e:
+        conditions.parse_query('source == "\x1e\x85"')
+    assert len(str(e.value).splitlines()) == 1
 
 
 # ------------------------------------------------------------ the lexicon
@@ -221,6 +238,21 @@ def _lexicon_text_is_used_or_refused(text, folder):
         assert len(saved.patterns) == len(saved.lists)
         for name, pattern in saved.patterns.items():
             assert pattern is None or pattern.findall(CHECK_TEXT) is not None, name
+
+
+@pytest.mark.parametrize("payload", [
+    "!!python/object/apply:os.system ['touch {marker}']",
+    "aspects: !!python/object/apply:subprocess.check_output [['touch', '{marker}']]",
+    "brands: !!python/object/new:os.system ['touch {marker}']\naspects: {{}}",
+    "negations: !!python/name:os.system",
+    "a: &a [*a, *a]\nb: &b [*a, *a]\nc: &c [*b, *b]\naspects: {{x: *c}}",
+])
+def test_nothing_in_a_lexicon_file_is_run(payload, folder):
+    marker = folder / "ran"
+    text = payload.format(marker=marker)
+    assert refused_in_one_line(lexicon.LexiconError, lexicon.parse_lexicon, text, "lexicon.yaml",
+                               starts="lexicon.yaml") is None
+    assert not marker.exists()
 
 
 def _generated_lexicons(data, folder):
