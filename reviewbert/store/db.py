@@ -632,18 +632,24 @@ class Store:
         """Tag a whole cohort in one transaction; how many reviews gained the tag (two
         sessions tagging the same review at the same moment may both count it)."""
         tag = clean_name(tag, "tag", MAX_TAG)
+        return self._add_missing(REVIEW_TAGS, "tag", tag, review_keys, author)
+
+    def _add_missing(self, table: sa.Table, column: str, value: str, review_keys,
+                     author: str) -> int:
+        """One row (review key, ``column`` = ``value``, author, created) for each review
+        that has none yet, in one transaction; how many were added."""
         author = clean_name(author, "author", empty_ok=True)
         keys = _keys(review_keys)
         added, now = 0, _now()
         with self._tx() as connection:
             for chunk in _chunks(keys):
-                had = set(connection.execute(sa.select(REVIEW_TAGS.c.review_key).where(
-                    REVIEW_TAGS.c.tag == tag, REVIEW_TAGS.c.review_key.in_(chunk))).scalars())
-                rows = [dict(review_key=k, tag=tag, author=author, created=now)
+                had = set(connection.execute(sa.select(table.c.review_key).where(
+                    table.c[column] == value, table.c.review_key.in_(chunk))).scalars())
+                rows = [{"review_key": k, column: value, "author": author, "created": now}
                         for k in chunk if k not in had]
                 if rows:
-                    connection.execute(_insert(connection, REVIEW_TAGS).on_conflict_do_nothing(
-                        index_elements=["review_key", "tag"]), rows)
+                    connection.execute(_insert(connection, table).on_conflict_do_nothing(
+                        index_elements=["review_key", column]), rows)
                 added += len(rows)
         return added
 
@@ -755,20 +761,7 @@ class Store:
     def mark_reviewed(self, review_keys: Iterable[str], author: str = "") -> int:
         """Mark reviews as reviewed, all in one transaction; how many were not marked yet
         (the first mark keeps its author and time)."""
-        author = clean_name(author, "author", empty_ok=True)
-        keys = _keys(review_keys)
-        added, now = 0, _now()
-        with self._tx() as connection:
-            for chunk in _chunks(keys):
-                had = set(connection.execute(sa.select(REVIEW_MARKS.c.review_key).where(
-                    REVIEW_MARKS.c.mark == REVIEWED, REVIEW_MARKS.c.review_key.in_(chunk))).scalars())
-                rows = [dict(review_key=k, mark=REVIEWED, author=author, created=now)
-                        for k in chunk if k not in had]
-                if rows:
-                    connection.execute(_insert(connection, REVIEW_MARKS).on_conflict_do_nothing(
-                        index_elements=["review_key", "mark"]), rows)
-                added += len(rows)
-        return added
+        return self._add_missing(REVIEW_MARKS, "mark", REVIEWED, review_keys, author)
 
     def unmark_reviewed(self, review_key: str) -> bool:
         """Take the reviewed mark off a review; whether it had one."""
