@@ -41,6 +41,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -386,10 +387,32 @@ def _sqlite_connect(dbapi_connection, _record) -> None:
         # WAL: readers (the teacher's view) never block writers, nor writers readers;
         # FULL: the WAL is synced at every commit, so an acknowledged entry survives a
         # kill and a power cut (NORMAL would only survive a kill)
-        cursor.execute("PRAGMA journal_mode = WAL")
+        _set_wal(cursor)
         cursor.execute("PRAGMA synchronous = FULL")
     finally:
         cursor.close()
+
+
+def _set_wal(cursor) -> None:
+    """Switch a fresh file to WAL, retrying while another connection does the same.
+
+    Changing the journal mode needs the file to itself, and SQLite may answer "database
+    is locked" at once instead of calling the busy handler (two processes opening a new
+    store together), so the busy timeout alone does not cover it. WAL is kept in the file:
+    once it is on, reading the mode takes no lock worth waiting for.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) and "busy" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
 
 def _sqlite_begin(connection) -> None:
