@@ -81,10 +81,11 @@ fuzz: setup
 
 # The whole hostile-text corpus (tests/hostile_texts.py) through the Predict, Error analysis
 # and Inside BERT pages, the What if? editor, Fool the model (entries and names on a second
-# browser's board), the test editor and a CSV import in Chromium (`make test` runs a few of
-# its texts on each).
+# browser's board), the test editor, a CSV import and the Cohorts page (reviews, tags, notes,
+# the lexicon) in Chromium (`make test` runs a few of its texts on each).
 hostile: setup browser
-	$(PY) -m pytest tests/browser/test_browser_hostile.py -m "hostile or not hostile" $(PYTEST_ARGS)
+	$(PY) -m pytest tests/browser/test_browser_hostile.py tests/browser/test_browser_hostile_cohorts.py \
+	  -m "hostile or not hostile" $(PYTEST_ARGS)
 
 # Many concurrent Streamlit sessions against one server while a run trains. The full
 # measurement: .venv/bin/python bench/load.py

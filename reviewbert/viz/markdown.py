@@ -20,8 +20,14 @@ _ICON = ":material/"
 _ICON_SAFE = ":material\u2060/"
 
 
+# Streamlit also reads ":smile:" as an emoji and ":red[x]" as a colour directive after the
+# backslashes are gone; the same word joiner after such a colon keeps them as typed.
+_SHORTCODE = re.compile(r":(?=[\\A-Za-z0-9_+\-]+(?::|\[))")
+
+
 def md_escape(text: str) -> str:
-    return _SPECIAL.sub(r"\\\1", str(text)).replace(_ICON, _ICON_SAFE)
+    escaped = _SPECIAL.sub(r"\\\1", str(text)).replace(_ICON, _ICON_SAFE)
+    return _SHORTCODE.sub(":\u2060", escaped)
 
 
 def md_code(text: str, limit: int = 80) -> str:

@@ -38,6 +38,13 @@ def test_md_escape_keeps_entities_literal():
     assert md_escape("&lt;script&gt; &amp;") == "\\&lt;script\\&gt; \\&amp;"
 
 
+def test_md_escape_keeps_emoji_shortcodes_and_colour_directives_as_typed():
+    # Streamlit draws ":smile:" as an emoji and ":red[x]" in red after reading the backslashes
+    assert md_escape(":smile: :+1:") == ":\u2060smile: :\u2060\\+1:"
+    assert md_escape(":red[PWN]") == ":\u2060red\\[PWN\\]"
+    assert md_escape("at 12:30, a: b") == "at 12:30, a: b"       # other colons stay
+
+
 @pytest.mark.parametrize("ending", ["\n", "\r", "\r\n"])
 def test_highlight_html_has_no_line_ending_for_markdown(ending):
     """A blank line (in any of Markdown's three line endings) would close the HTML block
