@@ -12,7 +12,8 @@ st.caption("Behavioural tests in CheckList's method (Ribeiro et al. 2020), group
            "change that must move it one way), each with its fail rate.")
 
 info, predictor = checkpoints.require_predictor()
-reviews, _ = behaviour.split_reviews(info)
+reviews, what = behaviour.split_reviews(info)
+reviews = behaviour.pick_slice(info, predictor, reviews, what)
 
 # Only the open tab runs.
 tabs = st.tabs(behaviour.TABS, key=state.BEHAVE_VIEW, on_change="rerun")

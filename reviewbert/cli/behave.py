@@ -34,6 +34,10 @@ def add_parser(sub):
                         "optional capability,name; run alone unless --suite is also given")
     flags.data(f, "the checkpoint's training files, if not where its reviewbert.json says "
                   "(default: the recorded files)")
+    f.add_argument("--slice", metavar="NAME", default=None,
+                   help="start the perturbation tests from the test reviews of a slice or "
+                        "cohort saved on Error analysis or the Cohorts page (the test split is "
+                        "evaluated first if its predictions are not cached)")
     f.add_argument("--fail-above", metavar="RATE", type=float, default=None,
                    help="exit with status 1 when any test's fail rate is above RATE (0-1)")
     flags.no_cache(f)
@@ -49,7 +53,9 @@ def run(args) -> int:
         raise UsageError("--fail-above must be a rate between 0 and 1")
     suite = _suite(args.suite, args.cases)
     predictor, info = _load(args.checkpoint)
-    reviews = _reviews(info, predictor, args.data)
+    reviews = _reviews(info, predictor, args.data, must=bool(args.slice))
+    if args.slice:
+        reviews = _in_slice(info, predictor, reviews, args.slice, not args.no_cache)
     from reviewbert.behave import runner
     from reviewbert.behave.cases import count_cases
     with TqdmProgress(count_cases(suite, reviews), "behave", unit="case") as bar:
@@ -62,6 +68,7 @@ def run(args) -> int:
         out = runner.result_json(result)
         out.update(checkpoint=str(info.path), suite=suite.name, seconds=round(seconds, 3),
                    cached=result.cached, fail_above=args.fail_above,
+                   reviews={"slice": args.slice, "n": len(reviews)},
                    gate="failed" if over else "passed")
         print(json.dumps(_finite(out)))
     return GATE_FAILED if over else 0
@@ -116,21 +123,53 @@ def _load(checkpoint):
     return Predictor.from_checkpoint(info.path, torch.device("cpu")), info
 
 
-def _reviews(info, predictor, data):
+def _reviews(info, predictor, data, must: bool = False):
     """The checkpoint's test split, or the built-in examples (with a warning) when it
-    cannot be rebuilt here: the perturbation tests need real reviews to start from."""
+    cannot be rebuilt here: the perturbation tests need real reviews to start from.
+    ``must``: the split itself or an error (a slice is of the split)."""
     from reviewbert.cli.faithfulness import split_examples
     from reviewbert.data import DataError
     from reviewbert.data.examples import builtin_examples
     try:
         return split_examples(info, predictor.tokenizer, data)
     except (UsageError, DataError) as e:
-        if data:
+        if data or must:
             raise
         reviews = builtin_examples()
         print(f"warning: the test split cannot be rebuilt ({e}); the perturbation tests "
               f"start from the {len(reviews)} built-in examples", file=sys.stderr)
         return reviews
+
+
+def _in_slice(info, predictor, reviews, name: str, use_cache: bool) -> list:
+    """The test reviews of the slice ``name``, saved beside the split's predictions (which
+    are computed here, with a bar, when they are not cached)."""
+    from reviewbert.analysis import slices
+    from reviewbert.analysis.predictions import planned_reviews, predict_split
+    from reviewbert.analysis.sources import describe_test_split
+    from reviewbert.cohorts import pipeline
+    from reviewbert.model.device import resolve_precision
+    model = predictor.model
+    precision = resolve_precision("auto", model.device)
+    with TqdmProgress(planned_reviews(len(reviews), precision), f"evaluating {info.name}") as bar:
+        preds = predict_split(model, predictor.tokenizer, info.path, reviews, info.scheme,
+                              max_length=predictor.max_length, precision=precision,
+                              progress=bar, source=describe_test_split(info.meta),
+                              use_cache=use_cache)
+    saved = slices.load_saved(preds.folder)
+    if name not in saved:
+        known = ", ".join(repr(n) for n in saved) or "none yet"
+        raise UsageError(f"--slice: no slice {name!r} is saved for this checkpoint's test split "
+                         f"(saved: {known}); save one on Error analysis or the Cohorts page")
+    try:
+        with TqdmProgress(preds.n, "properties", unit="review") as bar:
+            mask = pipeline.slice_mask(saved[name], preds, progress=bar, use_cache=use_cache)
+        kept = pipeline.reviews_in(reviews, preds, mask)
+    except slices.SliceError as e:
+        raise UsageError(f"--slice {name!r}: {e}") from None
+    print(f"the perturbation tests start from the {len(kept):,} test reviews of the slice "
+          f"{name!r}", file=sys.stderr)
+    return kept
 
 
 def _print_table(result, checkpoint, seconds: float) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from reviewbert.cohorts import finder, properties
@@ -75,3 +76,31 @@ def find_cohorts(table: pd.DataFrame, target: str = "wrong", *, depth: int = DEP
     return CohortsResult(target, finder.overall(table, target),
                          finder.error_tree(table, target, max_depth=depth),
                          finder.top_slices(table, target, k=top))
+
+
+# ------------------------------------------------------------------ a saved slice's reviews
+def slice_mask(spec, preds, table: pd.DataFrame | None = None, *, progress=None,
+               use_cache: bool = True) -> np.ndarray:
+    """Which rows of ``preds`` a saved slice (``analysis.slices.SliceSpec``) holds. A cohort's
+    conditions and cleanlab's flag are both read on the split's properties table, computed
+    (or read from its cache) only when the slice needs it; raises ``SliceError``."""
+    from reviewbert.analysis import slices
+    if table is None and (spec.where or spec.label_issue is not None):
+        table = review_properties(preds, progress=progress, use_cache=use_cache)
+    flagged = table["label_issue"].to_numpy(dtype=bool) if table is not None else None
+    return slices.mask_of(spec, preds, flagged, table)
+
+
+def reviews_in(reviews, preds, mask) -> list:
+    """The reviews among ``reviews`` that ``mask`` (row for row with ``preds``) keeps. The
+    predictions must be of these very reviews in this order (a cache found by their
+    fingerprint is); anything else is refused rather than matched loosely."""
+    from reviewbert.analysis.slices import SliceError
+    reviews = list(reviews)
+    texts = preds.frame["text"].astype(str).tolist()
+    if len(reviews) != len(texts) or any(r.text != t for r, t in zip(reviews, texts)):
+        raise SliceError(f"the slice was saved on other reviews than these {len(reviews):,}")
+    kept = [r for r, keep in zip(reviews, np.asarray(mask, dtype=bool)) if keep]
+    if not kept:
+        raise SliceError("the slice holds none of these reviews")
+    return kept

@@ -18,12 +18,15 @@ import json
 import pandas as pd
 import streamlit as st
 
+from reviewbert.analysis import slices
+from reviewbert.analysis.predictions import lookup
 from reviewbert.behave import cases as behave_cases
 from reviewbert.behave import figures as behave_figures
 from reviewbert.behave import library, runner
 from reviewbert.behave import suite as suites
+from reviewbert.cohorts import pipeline
 from reviewbert.data.examples import builtin_examples
-from reviewbert.ui import runtime, state
+from reviewbert.ui import cohorts, runtime, state
 from reviewbert.ui.progress_bar import StreamlitProgress
 from reviewbert.viz.markdown import md_code, md_escape
 
@@ -47,6 +50,38 @@ def split_reviews(info) -> tuple[list, str]:
     st.info(f"This checkpoint's test split cannot be rebuilt here ({why}): the perturbation "
             "tests start from the built-in example reviews instead.")
     return builtin_examples(), "built-in examples"
+
+
+def pick_slice(info, predictor, reviews: list, what: str) -> list:
+    """The reviews the perturbation tests start from: the whole test split, or the reviews
+    of a slice or cohort saved beside its predictions (Error analysis, the Cohorts page)."""
+    if what != "test split":
+        return reviews
+    preds = lookup(info.path, reviews, info.scheme, predictor.max_length)
+    saved = slices.load_saved(preds.folder) if preds is not None else {}
+    if not saved:
+        st.caption(f"The perturbation tests start from the {len(reviews):,} reviews of the test "
+                   "split. A slice saved on Error analysis, or a cohort saved on the Cohorts "
+                   "page, can narrow them.")
+        return reviews
+    whole = f"the whole test split ({len(reviews):,} reviews)"
+    choice = st.selectbox("Real reviews", [whole, *saved], key=state.BEHAVE_SLICE,
+                          help="The reviews the perturbation tests (INV, DIR) start from: the "
+                               "test split, or a slice or cohort saved for it on Error analysis "
+                               "or the Cohorts page.")
+    if choice == whole:
+        return reviews
+    spec = saved[choice]
+    try:
+        table = (cohorts.properties_table(preds)
+                 if spec.where or spec.label_issue is not None else None)
+        kept = pipeline.reviews_in(reviews, preds, pipeline.slice_mask(spec, preds, table))
+    except slices.SliceError as e:
+        st.warning(f"{md_escape(str(e))}: the tests start from the whole test split.")
+        return reviews
+    st.caption(f"The perturbation tests start from the {len(kept):,} reviews of "
+               f"{md_code(choice)}: {md_escape(spec.describe(info.scheme.names))}.")
+    return kept
 
 
 def pick_suite(key: str, label: str = "Suite") -> suites.Suite | None:

@@ -208,6 +208,7 @@ ERR_BRITTLE_PREFIX = "err_brittle"         # prefix: the Brittleness tab: _n, _m
 BEHAVE_VIEW = "behave_view"                # tabs: overview / write / import-export / compare
 BEHAVE_SUITE = "behave_suite"              # selectbox: the suite the overview shows
 BEHAVE_PENDING_SUITE = "behave_pending_suite"  # suite name to select on the next run
+BEHAVE_SLICE = "behave_slice"              # selectbox: the saved slice the real reviews come from
 BEHAVE_RUN = "behave_run"                  # button: run the suite on this checkpoint
 BEHAVE_EDITOR = "behave_ed_"               # prefix: the test editor's fields and buttons
 BEHAVE_IMPORT = "behave_import"            # file_uploader (and prefix of its buttons)

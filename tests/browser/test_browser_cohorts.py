@@ -276,7 +276,7 @@ def open_cohort(page, kind: str) -> tuple[int, str]:
     return n, query
 
 
-def test_a_cohort_saved_as_a_slice_is_offered_by_error_analysis(server, browser):
+def test_a_cohort_saved_as_a_slice_is_offered_by_error_analysis_and_behaviour(server, browser):
     ctx, page = new_page(browser, "slice")
     open_cohorts(page, server)
     n, query = open_cohort(page, "slice")
@@ -296,6 +296,15 @@ def test_a_cohort_saved_as_a_slice_is_offered_by_error_analysis(server, browser)
     assert SLICE_NAME in options(page, "Slice")
     pick(page, "Slice", SLICE_NAME)
     caption_with(page, f"{n:,} of {N_TEST:,} reviews")
+    clean(page)
+    # the behavioural tests' perturbations start from the slice's reviews, and run on them
+    page.get_by_role("link", name="Behaviour").click()
+    page.get_by_text("What can't the model do?").first.wait_for(timeout=120_000)
+    settle(page)
+    pick(page, "Real reviews", SLICE_NAME)
+    caption_with(page, f"The perturbation tests start from the {n:,} reviews of {SLICE_NAME}")
+    page.get_by_role("button", name=re.compile(r"^Run \d+ tests")).click()
+    page.get_by_text(re.compile(r"scored cases, [\d,]+ failed")).first.wait_for(timeout=300_000)
     clean(page)
     ctx.close()
 

@@ -23,19 +23,30 @@ def monkeypatch_module():
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory, data_dir, monkeypatch_module):
-    """(the --json line, the saved properties table): the test split rebuilt from the
-    recorded files in the real data folder."""
+def ck(tmp_path_factory, data_dir, monkeypatch_module):
     monkeypatch_module.setenv("REVIEWBERT_DATA_DIR", str(data_dir))
-    ck = demo_copy(tmp_path_factory.mktemp("cohorts-demo"))
-    out = tmp_path_factory.mktemp("cohorts-out") / "properties.csv"
+    return demo_copy(tmp_path_factory.mktemp("cohorts-demo"))
+
+
+def last_json(argv: list[str]) -> tuple[int, dict | None]:
     import contextlib
     import io
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        code = main(["cohorts", "--checkpoint", str(ck), "--json", "--save-properties", str(out)])
+        code = main(argv)
+    lines = buf.getvalue().strip().splitlines()
+    return code, (json.loads(lines[-1]) if code == 0 else None)
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory, ck):
+    """(the --json line, the saved properties table): the test split rebuilt from the
+    recorded files in the real data folder."""
+    out = tmp_path_factory.mktemp("cohorts-out") / "properties.csv"
+    code, found = last_json(["cohorts", "--checkpoint", str(ck), "--json",
+                             "--save-properties", str(out)])
     assert code == 0
-    return json.loads(buf.getvalue().strip().splitlines()[-1]), pd.read_csv(out)
+    return found, pd.read_csv(out)
 
 
 def test_every_cohort_is_its_query_on_the_saved_table(result):
@@ -65,3 +76,25 @@ def test_the_cohorts_the_docs_read(result):
     assert any("true_stars == 3" in s["query"] and s["significant"] for s in found["slices"])
     assert not any("label_issue" in c["query"] or "confidence" in c["query"]
                    for c in found["leaves"] + found["slices"])
+
+
+def test_the_behavioural_tests_start_from_a_saved_cohort(ck, result, capsys):
+    """A cohort saved beside the test split's predictions (as the Cohorts page saves it) is
+    what ``behave --slice`` perturbs: as many reviews as its query selects, every one of
+    them 5 stars (so no positive sentence can raise one), and an unknown name refused."""
+    from reviewbert.analysis import slices
+    _, table = result
+    query = "true_stars > 4 and contrast > 0"
+    folder = next(p.parent for p in (ck / ".analysis").rglob("properties.parquet"))
+    slices.save_slice(folder, "5 stars with a contrast", slices.SliceSpec(where=query))
+    code, out = last_json(["behave", "--checkpoint", str(ck), "--slice", "5 stars with a contrast",
+                           "--json"])
+    assert code == 0
+    assert out["reviews"] == {"slice": "5 stars with a contrast", "n": len(table.query(query))}
+    tests = {t["name"]: t for t in out["tests"]}
+    assert tests["Positive sentence added"]["n"] == 0          # nothing above 5 stars
+    assert 0 < tests["Negative sentence added"]["n"] <= out["reviews"]["n"]
+    capsys.readouterr()
+    assert main(["behave", "--checkpoint", str(ck), "--slice", "nope"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: --slice: no slice 'nope'") and "5 stars with a contrast" in err
