@@ -134,16 +134,30 @@ def found_tab(preds, table: pd.DataFrame, who: str) -> None:
                "error rate with a 95 % Wilson interval, lift over the whole split, and the "
                "p-value of a one-sided binomial test adjusted by Benjamini–Hochberg over every "
                "candidate tried. Adjusted p ≤ 0.05 is marked significant.")
-    if result.slices:
-        st.plotly_chart(cohort_figures.slices_figure(result.slices), key="coh_slices_fig")
-        st.dataframe(_slices_frame(result.slices), hide_index=True, key="coh_slices_table")
-    else:
-        st.info("No slice has an error rate above the split's.")
-    cohorts = {_label(c): c for c in [*result.nodes, *result.slices]}
+    shown = _shown_slices(result.slices)
+    if shown:
+        st.plotly_chart(cohort_figures.slices_figure(shown), key="coh_slices_fig")
+        st.dataframe(_slices_frame(shown), hide_index=True, key="coh_slices_table")
+    cohorts = {_label(c): c for c in [*result.nodes, *shown]}
     st.subheader("Open a cohort")
     picked = st.selectbox("Cohort", list(cohorts), key=state.COH_OPEN)
     if picked is not None:
         cohort_view(preds, table, cohorts[picked], who)
+
+
+def _shown_slices(found: list) -> list:
+    """The slices to draw: the significant ones unless the user asks for every candidate
+    (a slice that may be chance is not a finding to act on)."""
+    hidden = sum(not c.significant for c in found)
+    every = st.toggle(f"Also show the {hidden:,} slices that are not significant", value=False,
+                      key=state.COH_ALL_SLICES, disabled=not hidden)
+    shown = found if every else [c for c in found if c.significant]
+    if not found:
+        st.info("No slice has an error rate above the split's.")
+    elif not shown:
+        st.info(f"None of the {len(found):,} slices above the split's error rate is significant "
+                "after the correction: they may be chance. Turn on the switch to see them.")
+    return shown
 
 
 def _slices_frame(found: list) -> pd.DataFrame:

@@ -169,10 +169,12 @@ def _one_review(preds, table, row: int, store, who: str) -> None:
 def _save_review(store, key, true, shown, k, who) -> None:
     """The form's values against what it started with (``shown``): tags added and removed,
     the note and the stars if changed; then the review marked reviewed."""
-    tags = list(st.session_state.get(k + "tags", shown[0]))
     note = st.session_state.get(k + "note", shown[1])
     stars = st.session_state.get(k + "stars", shown[2])
     try:
+        # a tag typed here is stored as a cohort's tag is ("Battery life" → "battery-life")
+        tags = list(dict.fromkeys(t if t in shown[0] else triage.tag_name(t)
+                                  for t in st.session_state.get(k + "tags", shown[0])))
         for t in tags:
             if t not in shown[0]:
                 store.tag(key, t, who)

@@ -224,6 +224,7 @@ COH_TAB = "coh_tab"                        # tabs: cohorts / heat map / hygiene 
 COH_AUTHOR = "coh_author"                  # text_input: who tags (kept in COH_AUTHOR + "_kept")
 COH_TARGET = "coh_target"                  # radio: wrong / off by 2+ stars
 COH_OPEN = "coh_open"                      # selectbox: the cohort opened (a tree node or a slice)
+COH_ALL_SLICES = "coh_all_slices"          # toggle: also the slices that are not significant
 COH_REVIEWS = "coh_reviews"                # dataframe selection: a review of the opened cohort
 COH_SLICE_NAME = "coh_slice_name"          # text_input: the slice the cohort is saved as
 COH_TAG = "coh_tag"                        # selectbox: the tag given to the whole cohort

@@ -81,6 +81,12 @@ def test_every_tab_draws_and_the_cohort_is_tagged_and_saved(home, ckpt_root):
                                           "Fix and compare"]
     assert "of 120 reviews" in texts(at)
     assert at.selectbox(key="coh_open").options, "no cohort to open"
+    # only significant slices are offered, unless every candidate is asked for
+    offered = [o for o in at.selectbox(key="coh_open").options if o.startswith("slice")]
+    ok(at.toggle(key="coh_all_slices").set_value(True).run())
+    every = [o for o in at.selectbox(key="coh_open").options if o.startswith("slice")]
+    assert set(offered) < set(every), (offered, every)
+    ok(at.toggle(key="coh_all_slices").set_value(False).run())
     # the whole split (the tree's root) tagged at once, by a named author
     ok(at.text_input(key="coh_author").input("Ada").run())
     at.selectbox(key="coh_open").set_value(at.selectbox(key="coh_open").options[0])
@@ -119,10 +125,13 @@ def test_the_queue_saves_a_relabel_a_note_and_a_mark_then_moves_on(home, ckpt_ro
     slider = [s for s in at.select_slider if s.label == "Its true rating"][0]
     true = slider.value
     slider.set_value(1 if true != 1 else 2)
+    [m for m in at.multiselect if m.label == "Tags"][0].set_value(["sarcasm", "Battery  Life"])
     ok(at.button[[b.label for b in at.button].index("Save and next")].click().run())
     s = store()
     (key,) = s.reviewed()
     assert s.note(key) == "the stars say 5, the words say 1"
+    # a tag typed in the form is stored as a cohort's tag is
+    assert sorted(s.tags([key])[key]) == ["battery-life", "sarcasm"]
     relabel = s.relabels()[key]
     assert (relabel.previous, relabel.author) == (true, "Bo") and relabel.stars != true
     assert at.text[0].value != first                   # the next review came up
