@@ -176,3 +176,38 @@ def _apptest_like_the_server(monkeypatch):
         pages_manager.PagesManager.uses_pages_directory = False
 
     monkeypatch.setattr(pages_manager.PagesManager, "__init__", v2_init)
+
+
+# ------------------------------------------------------------------ PostgreSQL (make distributed)
+@pytest.fixture(scope="module")
+def postgres():
+    """A throwaway PostgreSQL server (tests/postgres_support.py) for a module's tests."""
+    from reviewbert.store import db
+
+    from postgres_support import PostgresServer, bin_dir
+    if bin_dir() is None:
+        pytest.fail("PostgreSQL is not installed: `make distributed` installs it")
+    server = PostgresServer()
+    try:
+        yield server.start()
+    finally:
+        db.close_all()
+        server.stop()
+        assert not server.folder.exists()
+
+
+@pytest.fixture
+def pg_url(postgres) -> str:
+    """A fresh database on the module's server, for one test."""
+    import uuid
+
+    import sqlalchemy as sa
+
+    from reviewbert.store import db
+    name = f"store_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(postgres.url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    admin.dispose()
+    yield postgres.url.rsplit("/", 1)[0] + "/" + name
+    db.close_all()

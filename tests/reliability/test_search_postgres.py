@@ -26,7 +26,6 @@ from streamlit.testing.v1 import AppTest
 from reviewbert.training import runs
 from reviewbert.ui import state as S
 
-from postgres_support import PostgresServer, bin_dir
 from toyreviews import ROOT, quiet_env, write_toy_csv
 
 pytestmark = [pytest.mark.distributed]
@@ -34,18 +33,6 @@ ART = ROOT / "artifacts" / "distributed"
 APP = str(ROOT / "app.py")
 LR_BERT, LR_CLASSIFIER = [1e-5, 5e-5], [1e-3, 1e-2, 1e-1]
 GRID = ["--grid", "lr_bert=1e-5,5e-5", "--grid", "lr_classifier=1e-3,1e-2,1e-1"]
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    if bin_dir() is None:
-        pytest.fail("PostgreSQL is not installed: `make distributed` installs it")
-    server = PostgresServer()
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-        assert not server.folder.exists()
 
 
 @pytest.fixture(scope="module")

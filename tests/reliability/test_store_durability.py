@@ -29,7 +29,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 
 import pytest
@@ -38,7 +37,6 @@ import sqlalchemy as sa
 from reviewbert.store import db
 
 from hostile_texts import CORPUS
-from postgres_support import PostgresServer, bin_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("REVIEWBERT_KILL_SEED", "7"))
@@ -190,30 +188,6 @@ def test_sqlite_twenty_sessions_and_a_live_view_lose_nothing(tmp_path):
 
 
 # ------------------------------------------------------------------ PostgreSQL (make distributed)
-@pytest.fixture(scope="module")
-def postgres():
-    if bin_dir() is None:
-        pytest.fail("PostgreSQL is not installed: `make distributed` installs it")
-    server = PostgresServer()
-    try:
-        yield server.start()
-    finally:
-        db.close_all()
-        server.stop()
-
-
-@pytest.fixture
-def pg_url(postgres) -> str:
-    """A fresh database on the test server, for one test."""
-    name = f"store_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(postgres.url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    admin.dispose()
-    yield postgres.url.rsplit("/", 1)[0] + "/" + name
-    db.close_all()
-
-
 @pytest.mark.distributed
 def test_postgres_a_killed_writer_loses_nothing_acknowledged(pg_url, tmp_path):
     assert kill_loop(pg_url, tmp_path) >= ROUNDS * 9

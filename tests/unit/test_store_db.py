@@ -14,7 +14,6 @@ import re
 import socket
 import sqlite3
 import threading
-import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -29,7 +28,6 @@ from alembic.runtime.migration import MigrationContext
 from reviewbert.store import db
 
 from hostile_texts import CORPUS
-from postgres_support import PostgresServer, bin_dir
 
 ENTRY = dict(author="ann", stars=(1, 2), capability="Negation", checkpoint="checkpoints/demo",
              pred_label="4 stars", pred_stars=(4, 4), e_stars=3.8, fooled=True)
@@ -512,30 +510,6 @@ def test_every_sqlite_connection_waits_for_writers_and_syncs_each_commit(tmp_pat
 
 
 # ------------------------------------------------------------------ PostgreSQL (make distributed)
-@pytest.fixture(scope="module")
-def postgres():
-    if bin_dir() is None:
-        pytest.fail("PostgreSQL is not installed: `make distributed` installs it")
-    server = PostgresServer()
-    try:
-        yield server.start()
-    finally:
-        db.close_all()
-        server.stop()
-
-
-@pytest.fixture
-def pg_url(postgres) -> str:
-    """A fresh database on the test server, for one test."""
-    name = f"store_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(postgres.url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    admin.dispose()
-    yield postgres.url.rsplit("/", 1)[0] + "/" + name
-    db.close_all()
-
-
 @pytest.mark.distributed
 def test_postgres_schema_is_at_the_head_and_matches_the_code(pg_url):
     store = db.open_store(pg_url)
