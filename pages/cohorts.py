@@ -14,12 +14,10 @@ st.caption("Where do the errors cluster? Every review of the split gets its prop
 
 info, predictor = checkpoints.require_predictor()
 
-choice = error_analysis.pick_data(info, predictor)
-if choice is None:
+picked = error_analysis.evaluated(info, predictor)
+if picked is None:
     st.stop()
-preds = error_analysis.evaluation(info, choice)
-if preds is None:
-    st.stop()
+choice, preds = picked
 table = cohorts.properties_table(preds)
 who = cohorts.author()
 

@@ -13,12 +13,10 @@ st.caption("Evaluate the checkpoint over a whole split (batched, once: the predi
 
 info, predictor = checkpoints.require_predictor()
 
-choice = error_analysis.pick_data(info, predictor)
-if choice is None:
+picked = error_analysis.evaluated(info, predictor)
+if picked is None:
     st.stop()
-preds = error_analysis.evaluation(info, choice)
-if preds is None:
-    st.stop()
+choice, preds = picked
 split_map.start_reading(preds, predictor)   # the Map's neighbours, in the background
 
 (overview, errors, issues, words, the_map, drivers, slices, brittle, compare,

@@ -115,6 +115,17 @@ def evaluation(info, choice: Choice):
     return preds
 
 
+def evaluated(info, predictor):
+    """(choice, predictions) of the reviews picked on this page, or None while there are
+    none yet (the picker or the Evaluate button said why): the first lines of every page
+    that reads a whole split's predictions."""
+    choice = pick_data(info, predictor)
+    if choice is None:
+        return None
+    preds = evaluation(info, choice)
+    return None if preds is None else (choice, preds)
+
+
 # ------------------------------------------------------------------ derived (cached)
 def _key(preds) -> str:
     return f"{preds.meta.get('key')}:{preds.meta.get('checkpoint', {}).get('sha256')}:{preds.n}"
