@@ -16,13 +16,17 @@ cached message hashes, so the server never sends a reference instead.
 
 Another page than the default opens with :meth:`StSession.open_page` (its URL path).
 
-Used by bench/load.py, bench/memory.py, tests/reliability/test_load.py and
-tests/reliability/test_fool_sessions.py. Traffic goes only
+:func:`all_at_once` runs one worker per session in threads, their actions started together.
+
+Used by bench/load.py, bench/memory.py, tests/reliability/test_load.py,
+tests/reliability/test_fool_sessions.py and tests/reliability/test_cohort_sessions.py.
+Traffic goes only
 to the given localhost URL (the HTTP/websocket proxy settings are ignored).
 """
 from __future__ import annotations
 
 import re
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -255,3 +259,27 @@ class StSession:
             if m:
                 label = m.group(1)
         return PredictResult(run.seconds * 1000, label, run)
+
+
+def all_at_once(worker, url: str, sessions: int, open_s: float,
+                join_s: float) -> tuple[dict, float]:
+    """``worker(url, i, barrier, out)`` for every session i in its own thread; each opens its
+    page, then waits at ``barrier`` (up to ``open_s``) so the actions start together, and
+    puts its record in ``out[i]`` (a worker that fails aborts the barrier, so the others do
+    not wait for it). Returns (out, wall seconds from the start of the actions)."""
+    out: dict = {}
+    barrier = threading.Barrier(sessions + 1)
+    threads = [threading.Thread(target=worker, args=(url, i, barrier, out), daemon=True)
+               for i in range(sessions)]
+    for t in threads:
+        t.start()
+    try:
+        barrier.wait(open_s)            # every page is open: the actions start now
+    except threading.BrokenBarrierError:
+        pass                            # a session failed to open: its record says why
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join(join_s)
+    if any(t.is_alive() for t in threads):
+        raise SessionError("a session never finished")
+    return out, time.perf_counter() - t0

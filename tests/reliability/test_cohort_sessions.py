@@ -26,7 +26,6 @@ import json
 import statistics
 import sys
 import threading
-import time
 
 import pandas as pd
 import pytest
@@ -39,7 +38,7 @@ from trigger_model import make_trigger_model
 
 sys.path.insert(0, str(ROOT / "bench"))
 
-from st_session import StSession  # noqa: E402
+from st_session import StSession, all_at_once  # noqa: E402
 
 ART = ROOT / "artifacts" / "load"
 SESSIONS, K = 20, 3
@@ -202,21 +201,7 @@ def reviewer(url: str, session: int, barrier: threading.Barrier, out: dict) -> N
 
 def run_team(url: str) -> tuple[dict, float]:
     """All SESSIONS reviewers at once; ({session: its record}, wall seconds of the actions)."""
-    out: dict = {}
-    barrier = threading.Barrier(SESSIONS + 1)
-    threads = [threading.Thread(target=reviewer, args=(url, i, barrier, out), daemon=True)
-               for i in range(SESSIONS)]
-    for t in threads:
-        t.start()
-    try:
-        barrier.wait(RUN_TIMEOUT_S)     # every page is open: the actions start now
-    except threading.BrokenBarrierError:
-        pass                            # a session failed to open: the test reports its error
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join(RUN_TIMEOUT_S * (K + 3))
-    assert not any(t.is_alive() for t in threads), "a session never finished"
-    return out, time.perf_counter() - t0
+    return all_at_once(reviewer, url, SESSIONS, RUN_TIMEOUT_S, RUN_TIMEOUT_S * (K + 3))
 
 
 def record_latencies(actions: list[dict], wall_s: float) -> None:

@@ -21,7 +21,6 @@ import re
 import statistics
 import sys
 import threading
-import time
 from urllib.parse import quote
 
 import pytest
@@ -32,7 +31,7 @@ from trigger_model import DOWN, UP, make_trigger_model
 
 sys.path.insert(0, str(ROOT / "bench"))
 
-from st_session import StSession  # noqa: E402
+from st_session import StSession, all_at_once  # noqa: E402
 
 ART = ROOT / "artifacts" / "load"
 SESSIONS, K = 20, 3
@@ -130,21 +129,7 @@ def student(url: str, session: int, barrier: threading.Barrier, out: dict) -> No
 
 def run_class(url: str) -> tuple[dict, float]:
     """All SESSIONS students at once; ({session: its record}, wall seconds of the sends)."""
-    out: dict = {}
-    barrier = threading.Barrier(SESSIONS + 1)
-    threads = [threading.Thread(target=student, args=(url, i, barrier, out), daemon=True)
-               for i in range(SESSIONS)]
-    for t in threads:
-        t.start()
-    try:
-        barrier.wait(RUN_TIMEOUT_S)     # every page is open: the sends start now
-    except threading.BrokenBarrierError:
-        pass                            # a session failed to open: the test reports its error
-    t0 = time.perf_counter()
-    for t in threads:
-        t.join(RUN_TIMEOUT_S * (K + 1))
-    assert not any(t.is_alive() for t in threads), "a session never finished"
-    return out, time.perf_counter() - t0
+    return all_at_once(student, url, SESSIONS, RUN_TIMEOUT_S, RUN_TIMEOUT_S * (K + 1))
 
 
 def record_latencies(sends: list[dict], wall_s: float) -> None:
