@@ -58,7 +58,8 @@ SUITES = {
               "(make faults; CI runs it after make test)",
     "fuzz": "thousands of generated (Hypothesis) cases per property (make fuzz)",
     "hostile": "the whole hostile-text corpus through three pages, the What if? editor, Fool "
-               "the model, the test editor and a CSV import in a browser (make hostile)",
+               "the model, the test editor, a CSV import and the Cohorts page in a browser "
+               "(make hostile)",
     "load": "many concurrent Streamlit sessions against one server (make load)",
     "distributed": "search workers and the shared store on a real PostgreSQL server "
                    "(make distributed)",
