@@ -18,7 +18,7 @@ import streamlit as st
 from reviewbert.explain import cache as explanation_cache
 from reviewbert.explain import figures as explain_figures
 from reviewbert.explain import methods as explain
-from reviewbert.ui import runtime
+from reviewbert.ui import predict_contrast, runtime
 from reviewbert.ui.prediction_card import show_highlight, token_chart
 from reviewbert.ui.progress_bar import StreamlitProgress
 from reviewbert.viz.highlight import highlight_html
@@ -110,6 +110,7 @@ def which_words_mattered(predictor, pred, key_prefix: str = "ww", controls: dict
         results = results + (grads.results if grads is not None else []) \
             + _perturbation(predictor, pred, cache, key_prefix)
         _draw(pred, results, notes, key_prefix)
+        predict_contrast.why_not_the_next(predictor, pred, grads, steps, cache, key_prefix)
     section()
 
 
