@@ -1,7 +1,7 @@
 """Heads: which attention heads matter, what each one does, and what fine-tuning changed."""
 import streamlit as st
 
-from reviewbert.ui import checkpoints, frame, heads, state
+from reviewbert.ui import checkpoints, frame, heads, heads_qkmap, state
 
 frame.require()
 
@@ -23,7 +23,7 @@ res = heads.analysis(info, predictor, choice, reviews)
 if res is None:
     st.stop()
 
-importance, pruning, roles, finetune = st.tabs(heads.TABS, key=state.HEADS_TAB, on_change="rerun")
+importance, pruning, roles, finetune, qk = st.tabs(heads.TABS, key=state.HEADS_TAB, on_change="rerun")
 # Only the open tab runs.
 if importance.open:
     with importance:
@@ -37,6 +37,9 @@ if roles.open:
 if finetune.open:
     with finetune:
         heads.finetune_section(res)
+if qk.open:
+    with qk:
+        heads_qkmap.section(info, predictor, reviews)
 st.divider()
 heads.head_detail(res, predictor, reviews)
 heads.download(res)

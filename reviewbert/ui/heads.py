@@ -26,7 +26,7 @@ from reviewbert.ui import review_picker, runtime, state
 from reviewbert.ui.progress_bar import StreamlitProgress, seconds_text
 from reviewbert.ui.review_picker import Choice, PickerKeys
 
-TABS = ("Importance", "Pruning", "Roles", "Fine-tuning")
+TABS = ("Importance", "Pruning", "Roles", "Fine-tuning", "Query–key map")
 KEYS = PickerKeys(state.HEADS_SOURCE, state.HEADS_FILE, state.HEADS_UPLOAD, state.HEADS_UPLOADED,
                   state.HEADS_UPLOAD_ERROR)
 DEFAULT_N = 300

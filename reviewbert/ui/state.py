@@ -177,14 +177,28 @@ HEADS_LAYER = "heads_layer"                # selectbox: layer of the head shown 
 HEADS_HEAD = "heads_head"                  # selectbox: that head (0-based); a heatmap click sets both
 HEADS_EXAMPLE = "heads_example"            # selectbox: the review it is shown on (row of the sample)
 HEADS_CHART = "heads_chart_"               # prefix: the clickable heatmaps' selection keys
+HEADS_QK_COLOUR = "heads_qk_colour"        # radio: what colours the query–key map
+HEADS_QK_METHOD = "heads_qk_method"        # radio: its projection ("pca" | "umap")
+HEADS_QK_VECTORS = "heads_qk_vectors"      # (cache key, QKVectors) when not cacheable
+HEADS_QK_THUMBS = "heads_qk_thumbs"        # the matrix of heads' selection (a click sets layer/head)
+
+# --- the per-layer probes: Predict's Layers tab, Inside BERT's step 4 (ui/predict_layers.py) --
+LAYERS_VIEW = "Layers"                     # the Predict page's Layers tab's label
+LAYERS_RUN = "layers_run"                  # str checkpoint path whose probes were asked for
+LAYERS_RESULT = "layers_result"            # (checkpoint sha256, LayersResult) when not cacheable
+LAYERS_METRIC = "layers_metric"            # radio: the probes' metric drawn per layer
+LAYERS_FIG = "layers_fig_"                 # prefix: the views' chart keys
 
 # --- "Which words mattered?" (ui/explain_views) and the Faithfulness page -------------
 WW_PREFIX = "ww"                           # prefix: the Predict page's section: ww_layer,
                                            # ww_head, ww_steps (selectboxes), ww_run and
                                            # ww_perturb (buttons: gradient / LIME + occlusion),
                                            # ww_view (segmented control: text or heatmap),
+                                           # ww_contrast_a, ww_contrast_b (selectboxes: the
+                                           # ratings contrasted), ww_contrast_run (button),
                                            # ww_cache ({"key", "value_norm", "gradient",
-                                           # "perturbation"}: this
+                                           # "perturbation", "contrast", "contrast_pair_set",
+                                           # "contrast_asked"}: this
                                            # prediction's explanations, kept across reruns)
 FAITH_PREFIX = "faith"                     # prefix: the Faithfulness page: faith_n (number of
                                            # reviews), faith_steps (IG steps), faith_run (button),
@@ -200,6 +214,11 @@ WHATIF_PREFIX = "wi"                       # prefix: wi_state ({"key", "open", "
                                            # wi_probs, wi_words, wi_sentences (charts),
                                            # wi_history_table, wi_sentence_table (dataframes)
 ERR_WHATIF_PREFIX = "err_wi"               # the same, in the Errors tab's review card
+PATCH = "_patch"                           # + after a What if? prefix (wi_patch...): "Where does
+                                           # the change act?" (ui/whatif_patching.py): _pair
+                                           # (radio), _clean, _corrupt (text_areas), _heads
+                                           # (checkbox), _run (button), _words, _headgrid
+                                           # (charts), _results ({key: PatchResult})
 ERR_BRITTLE_PREFIX = "err_brittle"         # prefix: the Brittleness tab: _n, _max (numbers),
                                            # _method (selectbox), _run (button), _table,
                                            # _flips (dataframes), _hist (chart)

@@ -69,7 +69,8 @@ def test_analyse_once_then_every_section(monkeypatch, ckpt_root):
     saved = json.loads(result.read_text())
     assert saved["n"] == 40 and len(saved["importance"]) == 2
     assert "40 reviews · test split of toy.csv" in texts(at)
-    assert [t.label for t in at.tabs] == ["Importance", "Pruning", "Roles", "Fine-tuning"]
+    assert [t.label for t in at.tabs] == ["Importance", "Pruning", "Roles", "Fine-tuning",
+                                          "Query–key map"]
     assert "Spearman" in texts(at)
     assert len(at.dataframe[0].value) == 8                       # the top heads
 
@@ -119,3 +120,44 @@ def test_a_pruned_checkpoint(monkeypatch, ckpt_root):
     assert "was removed from this checkpoint" in texts(at)
     tab(at, "Roles")
     assert not at.exception, at.exception
+
+
+def figure_titles(at) -> list[str]:
+    return [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+
+
+def test_the_query_key_map_follows_the_selected_head(monkeypatch, ckpt_root):
+    at = open_page(monkeypatch, ckpt_root)
+    if [b for b in at.button if b.key == "heads_analyse"]:
+        at.button(key="heads_analyse").click().run()
+    tab(at, "Query–key map")
+    assert "tokens of 40 reviews" in texts(at) and "one pass for every head" in texts(at)
+    (meta,) = (ckpt_root / "a" / ".analysis" / "qkmap").glob("*/meta.json")   # cached beside it
+    assert json.loads(meta.read_text())["alive"] == [[0, 1, 2, 3]] * 2
+    assert any(t.startswith("Layer 1, head 1:") for t in figure_titles(at))
+    assert any(t.startswith("Every head") for t in figure_titles(at))
+    # a click on the matrix sets the page's layer and head, as these do
+    at.session_state["heads_layer"] = 1
+    at.session_state["heads_head"] = 2
+    at.run()
+    assert any(t.startswith("Layer 2, head 3:") for t in figure_titles(at))
+    assert "Layer 2, head 3:" in texts(at)                      # the head below agrees
+    at.radio(key="heads_qk_colour").set_value("kind").run()
+    assert not at.exception, at.exception
+    again = tab(open_page(monkeypatch, ckpt_root), "Query–key map")
+    assert "read from the cache beside the checkpoint" in texts(again)
+
+
+def test_the_query_key_map_of_a_pruned_checkpoint(monkeypatch, ckpt_root):
+    at = open_page(monkeypatch, ckpt_root, "p")
+    at.number_input(key="heads_n").set_value(10).run()
+    if [b for b in at.button if b.key == "heads_analyse"]:
+        at.button(key="heads_analyse").click().run()
+    at.session_state["heads_layer"] = 0
+    at.session_state["heads_head"] = 1
+    tab(at, "Query–key map")
+    assert "it has no query or key vectors" in texts(at)
+    assert not any(t.startswith("Layer 1, head 2:") for t in figure_titles(at))
+    at.session_state["heads_head"] = 2
+    at.run()
+    assert any(t.startswith("Layer 1, head 3:") for t in figure_titles(at))
