@@ -21,6 +21,10 @@ if picked is None:
 choice, reviews = picked
 res = heads.analysis(info, predictor, choice, reviews)
 if res is None:
+    # the map needs one pass over the reviews, not the analysis: offered before it
+    if st.toggle("Meanwhile, the query–key map (one pass over the reviews)",
+                 key=state.HEADS_QK_EARLY):
+        heads_qkmap.section(info, predictor, reviews)
     st.stop()
 
 importance, pruning, roles, finetune, qk = st.tabs(heads.TABS, key=state.HEADS_TAB, on_change="rerun")

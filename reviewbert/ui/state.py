@@ -181,6 +181,7 @@ HEADS_QK_COLOUR = "heads_qk_colour"        # radio: what colours the query–key
 HEADS_QK_METHOD = "heads_qk_method"        # radio: its projection ("pca" | "umap")
 HEADS_QK_VECTORS = "heads_qk_vectors"      # (cache key, QKVectors) when not cacheable
 HEADS_QK_THUMBS = "heads_qk_thumbs"        # the matrix of heads' selection (a click sets layer/head)
+HEADS_QK_EARLY = "heads_qk_early"          # toggle: the map before the heads are analysed
 
 # --- the per-layer probes: Predict's Layers tab, Inside BERT's step 4 (ui/predict_layers.py) --
 LAYERS_VIEW = "Layers"                     # the Predict page's Layers tab's label

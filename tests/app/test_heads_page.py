@@ -148,6 +148,17 @@ def test_the_query_key_map_follows_the_selected_head(monkeypatch, ckpt_root):
     assert "read from the cache beside the checkpoint" in texts(again)
 
 
+def test_the_query_key_map_is_offered_before_the_heads_are_analysed(monkeypatch, ckpt_root):
+    at = open_page(monkeypatch, ckpt_root)
+    assert [b for b in at.button if b.key == "heads_analyse"], "the analysis was cached already"
+    assert "tokens of 40 reviews" not in texts(at)                      # nothing read yet
+    at.toggle(key="heads_qk_early").set_value(True).run()
+    assert not at.exception, at.exception
+    assert "tokens of 40 reviews" in texts(at)
+    assert any(t.startswith("Layer 1, head 1:") for t in figure_titles(at))
+    assert not (ckpt_root / "a" / ".analysis" / "heads").exists()     # the analysis did not run
+
+
 def test_the_query_key_map_of_a_pruned_checkpoint(monkeypatch, ckpt_root):
     at = open_page(monkeypatch, ckpt_root, "p")
     at.number_input(key="heads_n").set_value(10).run()
