@@ -41,6 +41,7 @@ from reviewbert.fsio import atomic_write_json, fault_point, is_disk_full
 from reviewbert.model.batch_predict import predict_probs
 from reviewbert.model.checkpoint import save_checkpoint_atomic
 from reviewbert.model.metrics import compute_metrics, format_metrics
+from reviewbert.training.datamap import INDEX_KEY
 from reviewbert.training.hooks import TrainHooks, call_hooks, end_hooks
 from reviewbert.training.optim import lr_factor
 from reviewbert.training.resume import save_training_state
@@ -50,12 +51,14 @@ from reviewbert.training.setup import make_accelerator, setup
 
 
 def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accelerator=None,
-          log=print, hooks: list[TrainHooks] | None = None) -> dict:
+          log=print, hooks: list[TrainHooks] | None = None, record_datamap: bool = True) -> dict:
     """Train per ``cfg`` into run folder ``out_dir``; returns the final reviewbert.json dict.
 
     ``splits`` (a data.Splits) skips reading files (tests); otherwise they are
     built from ``cfg.data``, or, on resume, rebuilt from the run's reviewbert.json.
     ``hooks`` run beside the default ones (steps.jsonl, ``report_to``).
+    ``record_datamap`` (default on) writes the data map, datamap.safetensors
+    (training/datamap.py); off only for bench/layers_datamap.py's paired baseline.
     A failure before or during training is recorded in status.json ("failed",
     with the error as message) and re-raised.
     """
@@ -65,7 +68,8 @@ def train(cfg: TrainConfig, out_dir, *, resume: bool = False, splits=None, accel
         raise CheckpointError(f"{out_dir} already holds a run: pass --resume to continue it, "
                               "or choose another --out")
     try:
-        return _train(cfg, out_dir, resume, splits, accelerator, log, list(hooks or []))
+        return _train(cfg, out_dir, resume, splits, accelerator, log, list(hooks or []),
+                      record_datamap)
     except BaseException as e:
         full = not isinstance(e, DiskFullError) and is_disk_full(e)
         if full:  # a full disk outside a checkpoint save (metrics, steps, status): one clear error
@@ -99,8 +103,8 @@ def _record_failure(out_dir, e: BaseException, resume: bool) -> None:
             pass
 
 
-def _train(cfg, out_dir, resume, splits, accelerator, log, hooks) -> dict:
-    run = setup(cfg, out_dir, resume, splits, accelerator, log, hooks)
+def _train(cfg, out_dir, resume, splits, accelerator, log, hooks, record_datamap) -> dict:
+    run = setup(cfg, out_dir, resume, splits, accelerator, log, hooks, record_datamap)
     end = "failed"
     run.stop.install()
     try:
@@ -136,14 +140,17 @@ def _train(cfg, out_dir, resume, splits, accelerator, log, hooks) -> dict:
 def save_last(run: Run, epochs_done: int, batches_done: int) -> None:
     """last/: weights, tokenizer, AdamW moments, RNG and counters (the resume point)."""
     call_hooks(run, "before_save", {"kind": "last", "epoch": epochs_done, "step": run.step})
+    # every process: the data map's sums so far are reduced over processes
+    partial = run.datamap.partial_writer(run.accelerator, batches_done) if run.datamap \
+        else (lambda d: None)
     if run.main:
         counters = {"epochs_done": epochs_done, "batches_done": batches_done, "step": run.step,
                     "num_processes": run.accelerator.num_processes, "best": run.best}
         save_checkpoint_atomic(
             run.unwrapped, run.tokenizer, run.paths.last,
             meta=build_meta(run, {"kind": "last", "epochs_done": epochs_done, "step": run.step}),
-            write_extra=lambda d: save_training_state(d, run.optimizer, counters,
-                                                      run.accelerator.scaler))
+            write_extra=lambda d: (save_training_state(d, run.optimizer, counters,
+                                                       run.accelerator.scaler), partial(d)))
     run.accelerator.wait_for_everyone()
 
 
@@ -169,8 +176,11 @@ def training_loss(run: Run, batch: dict) -> torch.Tensor:
     """One batch's loss, the forward under the Accelerator's autocast (bf16/fp16 when
     mixed precision is on, a no-op otherwise); the loss itself in fp32."""
     labels = batch.pop("labels")
+    rows = batch.pop(INDEX_KEY, None)
     with run.accelerator.autocast():
         logits = run.model(**batch).logits
+    if rows is not None and run.datamap is not None:  # the data map, from this very forward
+        run.datamap.observe(logits, rows)
     return run.loss_fn(logits.float(), labels)
 
 
@@ -229,6 +239,8 @@ def train_epoch(run: Run, epoch: int) -> bool:
             save_last(run, epoch, run.batches_done)
         t_step, c_step = time.time(), time.process_time()
     run.batches_done = 0
+    if run.datamap is not None:
+        run.datamap.finish_epoch(run.accelerator, run.main)
     return False
 
 

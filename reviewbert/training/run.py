@@ -48,6 +48,7 @@ class Run:
     teachers: list | None = None  # distillation: describe_teachers(), for reviewbert.json
     stop: StopFlag = field(default_factory=StopFlag)
     hooks: list = field(default_factory=list)
+    datamap: Any = None       # datamap.DataMapRecorder, or None (not recorded)
 
     @property
     def main(self) -> bool:

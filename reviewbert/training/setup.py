@@ -34,7 +34,7 @@ from reviewbert.model.device import (
     set_training_threads,
 )
 from reviewbert.model.labels import get_scheme
-from reviewbert.training import distill, losses
+from reviewbert.training import datamap, distill, losses
 from reviewbert.training.hooks import default_hooks
 from reviewbert.training.optim import param_groups
 from reviewbert.training.resume import STATE_JSON, load_training_state, restore_optimizer
@@ -70,7 +70,7 @@ def make_accelerator(cfg: TrainConfig, out_dir):
 
 
 def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
-          hooks: list | None = None) -> Run:
+          hooks: list | None = None, record_datamap: bool = True) -> Run:
     """Resume state -> data (tokenized once) -> model -> optimizer -> Accelerate ->
     the run folder (status "running", default hooks). RNG use is in this order."""
     from accelerate.utils import set_seed
@@ -102,7 +102,7 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
     if tensors is not None:  # AdamW's moments, on resume
         restore_optimizer(optimizer, tensors)
     sampler, train_dl, eval_dls = build_loaders(cfg, datasets, eval_sets, tokenizer, accelerator,
-                                                class_use, soft)
+                                                class_use, soft, record_datamap)
 
     # Accelerate: device, DDP, mixed precision, sharded loaders
     model, optimizer, train_dl = accelerator.prepare(model, optimizer, train_dl)
@@ -126,6 +126,7 @@ def setup(cfg: TrainConfig, out_dir, resume: bool, splits, accelerator, log,
               epochs_done=state["epochs_done"] if state else 0,
               batches_done=state["batches_done"] if state else 0, step=step,
               best=(state or {}).get("best") or (old_meta.get("best") if state else None))
+    run.datamap = datamap.open_recorder(run, state, splits.train) if record_datamap else None
     open_run_folder(run, bool(state), hooks)
     return run
 
@@ -236,10 +237,11 @@ def build_model(cfg: TrainConfig, scheme, last: Path | None):
     return model
 
 
-def build_loaders(cfg, datasets, eval_sets, tokenizer, accelerator, class_use, soft):
+def build_loaders(cfg, datasets, eval_sets, tokenizer, accelerator, class_use, soft,
+                  indexed: bool = False):
     """(sampler, training loader, evaluation loaders): length-grouped, class-mixed steps;
     with distillation the batches carry review indices (DistillLoss holds labels and
-    targets)."""
+    targets); ``indexed`` adds each review's row as ``review_index`` (the data map)."""
     sampler = LengthGroupedSampler(datasets["train"].lengths,
                                    cfg.batch_size * accelerator.num_processes,
                                    seed=cfg.seed, grouped=cfg.group_by_length,
@@ -251,8 +253,11 @@ def build_loaders(cfg, datasets, eval_sets, tokenizer, accelerator, class_use, s
     # Each iteration over a DataLoader draws a worker seed from its generator; a
     # private one keeps the global RNG (dropout) identical between a resumed run
     # and one that never stopped.
+    collate = PadCollator(tokenizer.pad_token_id)
+    if indexed:
+        train_set, collate = datamap.indexed_loader_parts(train_set, collate)
     train_dl = DataLoader(train_set, batch_size=cfg.batch_size, sampler=sampler,
-                          collate_fn=PadCollator(tokenizer.pad_token_id),
+                          collate_fn=collate,
                           num_workers=cfg.num_workers,
                           generator=torch.Generator().manual_seed(cfg.seed))
     eval_dls = {k: eval_loader(v, cfg.eval_batch_size, tokenizer.pad_token_id, cfg.num_workers)

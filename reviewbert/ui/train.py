@@ -18,7 +18,7 @@ from reviewbert.data.data_report import format_class_use
 from reviewbert.errors import ConfigError
 from reviewbert.training import experiments, jobs, runs
 from reviewbert.training.distill import candidate_teachers
-from reviewbert.ui import config_form, runtime, state
+from reviewbert.ui import config_form, runtime, state, train_datamap
 from reviewbert.viz import figures
 
 ACTIVE = ("queued", "running")
@@ -276,6 +276,7 @@ def _live(root: Path) -> None:
     charts(experiments.curves([run_dir]), "live")
     st.plotly_chart(figures.step_loss(experiments.smoothed_steps(runs.read_steps(run_dir))), key="live_steps",
                     config={"displayModeBar": False})
+    train_datamap.datamap_section(run_dir)
 
 
 def _rerun_page_on_change(run_dir: Path, status: dict) -> None:
