@@ -100,7 +100,7 @@ INSIDE_SAVED = "inside_saved"              # {widget key: value}: the page's wid
                                            # while another page runs (ui/inside_bert.keep_state)
 
 # --- the Error analysis page (reviewbert/ui/error_analysis.py) --------------------------
-ERR_SOURCE = "err_source"                  # radio: test split / data file / upload
+ERR_SOURCE = "err_source"                  # radio: test split / train split / data file / upload
 ERR_FILE = "err_file"                      # selectbox: data file (str path)
 ERR_UPLOAD = "err_upload"                  # file_uploader
 ERR_UPLOADED = "err_uploaded"              # str path of the saved upload

@@ -89,3 +89,13 @@ def test_the_regions_are_saved_as_error_analysis_slices(env):
     saved = load_saved(folders[0].parent)
     assert set(saved) <= set(SLICE_NAMES.values()) and saved
     assert all(spec.rows for spec in saved.values())
+    # Error analysis, on the best checkpoint's training split, offers them
+    at.selectbox(key="checkpoint").set_value(str(env / "ckpts" / "mapped" / "best")).run()
+    at.switch_page(S.ERROR_PAGE)
+    at.run()
+    at.radio(key=S.ERR_SOURCE).set_value("train split").run()
+    assert not at.exception, at.exception
+    at.session_state[S.ERR_TAB] = "Slices"
+    at.run()
+    assert not at.exception, at.exception
+    assert set(at.selectbox(key=S.SLC_SAVED).options) == set(saved)
