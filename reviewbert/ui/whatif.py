@@ -25,6 +25,7 @@ from reviewbert.model.inference import MAX_CHARS
 from reviewbert.ui import runtime, state
 from reviewbert.ui.prediction_card import UNREADABLE, show_highlight
 from reviewbert.ui.progress_bar import StreamlitProgress, about
+from reviewbert.ui.whatif_patching import where_it_acts
 from reviewbert.viz.highlight import highlight_html
 from reviewbert.viz.markdown import md_escape
 from reviewbert.whatif import brittleness
@@ -96,6 +97,7 @@ def edit_and_compare(predictor, pred, key_prefix: str) -> None:
         if s["cmp"] is not None:
             _show_comparison(predictor, s["cmp"], key_prefix)
         _history(pred, s, key_prefix)
+        where_it_acts(predictor, s["cmp"], key_prefix)
     section()
 
 
