@@ -36,8 +36,9 @@ with runtime.turn(info):
         prediction_card.prediction_card(pred, true_stars, source)
         st.divider()
         controls = prediction_card.attention_controls(pred)
-        attends, words, nearest, what_if = st.tabs(prediction_card.VIEWS, key=state.PREDICT_VIEW,
-                                                   on_change="rerun")
+        attends, words, nearest, what_if, layers = st.tabs(prediction_card.VIEWS,
+                                                           key=state.PREDICT_VIEW,
+                                                           on_change="rerun")
         # Only the open tab runs: a run that built all four cost twice the server time.
         if attends.open:
             with attends:
@@ -53,3 +54,6 @@ with runtime.review_threads(predictor):
     if what_if.open:
         with what_if:
             whatif.what_if(predictor, pred, key_prefix=state.WHATIF_PREFIX)
+    if layers.open:
+        with layers:
+            prediction_card.layers_view(info, predictor, pred)

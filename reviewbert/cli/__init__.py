@@ -19,6 +19,8 @@
     reviewbert card --checkpoint checkpoints/demo --evaluation EVAL.json [...]
     reviewbert heads --checkpoint checkpoints/NAME [--data FILE ...] --n 1000 [--json]
     reviewbert heads prune --checkpoint checkpoints/NAME --fraction 0.3 --out checkpoints/NAME-pruned
+    reviewbert patch --checkpoint checkpoints/NAME --clean TEXT --corrupt TEXT [--heads] [--json]
+    reviewbert layers --checkpoint checkpoints/NAME [--data FILE ...] [--json]
 
 ``train`` and ``evaluate`` also run unchanged under ``accelerate launch`` and ``torchrun``
 (``evaluate`` then splits the reviews across the processes).
@@ -42,7 +44,8 @@ from reviewbert.data import DataError
 from reviewbert.errors import CheckpointError, ConfigError
 
 COMMANDS = ("train", "evaluate", "predict", "export", "search", "faithfulness", "whatif",
-            "behave", "cohorts", "heads", "report", "card")
+            "behave", "cohorts", "heads", "patch", "layers", "report",
+            "card")
 PROG = "python -m reviewbert"
 
 

@@ -24,7 +24,7 @@ from reviewbert.anatomy import trace as anatomy
 from reviewbert.errors import CheckpointError
 from reviewbert.model.checkpoint import CheckpointInfo
 from reviewbert.model.inference import Prediction, Predictor
-from reviewbert.ui import checkpoints, runtime, state
+from reviewbert.ui import checkpoints, inside_bert_layers, runtime, state
 from reviewbert.ui import prediction_card as prediction
 from reviewbert.viz.figures import probs_bar
 from reviewbert.viz.markdown import md_escape
@@ -369,6 +369,7 @@ def step_layer(les: Lesson) -> None:
            "substep")
     _check(f"these steps rebuild layer {layer + 1}'s output exactly", det.max_diff_to_trace)
     prediction.bertviz_view(les.pred, {"layer": layer, "head": None}, key=state.INSIDE_HV_WINDOW)
+    inside_bert_layers.layer_probabilities_view(les)
 
 
 # -------------------------------------------------------------------- step 5

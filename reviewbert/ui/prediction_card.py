@@ -17,7 +17,8 @@ from reviewbert.viz.bertviz_view import MAX_TOKENS as HV_MAX
 from reviewbert.viz.bertviz_view import last_window_start
 
 # The Predict page's tabs under the prediction card; only the open one is built.
-VIEWS = ("What BERT attends to", "Which words mattered?", "Its nearest reviews", state.WHATIF_VIEW)
+VIEWS = ("What BERT attends to", "Which words mattered?", "Its nearest reviews", state.WHATIF_VIEW,
+         state.LAYERS_VIEW)
 # The attention views, tabs of their own under the layer and head controls; only the open
 # one is built (attention_views).
 ATTENTION_VIEWS = ("Highlighted review", "[CLS] per layer", "Every head of a layer",
@@ -36,6 +37,13 @@ def unreadable(pred: Prediction) -> bool:
         return False
     st.info(UNREADABLE)
     return True
+
+
+def layers_view(info, predictor, pred: Prediction) -> None:
+    """The Layers tab (``reviewbert/ui/predict_layers.py``), imported when first opened: the
+    rarest tab need not be in the model load's pre-imports (frame.VIEW_MODULES)."""
+    from reviewbert.ui import predict_layers
+    predict_layers.layers_view(info, predictor, pred)
 
 
 def prediction_card(pred: Prediction, true_stars: int | None = None, source: str | None = None):
