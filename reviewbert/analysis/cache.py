@@ -147,10 +147,26 @@ def data_fingerprint(reviews) -> str:
     return h.hexdigest()
 
 
-def cache_key(checkpoint_sha: str, data_sha: str, max_length: int, precision: str) -> str:
-    blob = json.dumps({"format": FORMAT, "checkpoint": checkpoint_sha, "data": data_sha,
-                       "max_length": int(max_length), "precision": precision}, sort_keys=True)
+def key_of(fields: dict) -> str:
+    """A cache key: 20 hex digits of sha256 over ``fields`` as sorted JSON. Every cache kept
+    beside a checkpoint (predictions, heads, layers, patching, query-key map) keys this way."""
+    blob = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
+
+
+def read_json(path: Path, fmt: str) -> dict | None:
+    """The JSON object at ``path`` when its "format" is ``fmt``; None when it is missing,
+    torn, or of another format (an older cache is then recomputed, never misread)."""
+    try:
+        d = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return d if isinstance(d, dict) and d.get("format") == fmt else None
+
+
+def cache_key(checkpoint_sha: str, data_sha: str, max_length: int, precision: str) -> str:
+    return key_of({"format": FORMAT, "checkpoint": checkpoint_sha, "data": data_sha,
+                   "max_length": int(max_length), "precision": precision})
 
 
 # ------------------------------------------------------------------ where
@@ -159,9 +175,10 @@ def cache_key(checkpoint_sha: str, data_sha: str, max_length: int, precision: st
 PLACE = location.ANALYSIS
 
 
-def roots(checkpoint) -> list[Path]:
-    """Where this checkpoint's evaluations may be: beside it, then the fallback."""
-    return PLACE.roots(checkpoint)
+def roots(checkpoint, sub: str = "") -> list[Path]:
+    """Where this checkpoint's evaluations (or one analysis' ``sub`` folder of them) may
+    be: beside it, then the fallback."""
+    return [r / sub if sub else r for r in PLACE.roots(checkpoint)]
 
 
 def stamp(checkpoint) -> tuple:

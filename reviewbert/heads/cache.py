@@ -44,8 +44,6 @@ the prediction cache: the key changes with any byte of the weights or the review
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 from pathlib import Path
 
@@ -61,23 +59,18 @@ KEEP = 8
 
 def cache_key(checkpoint_sha: str, data_sha: str, max_length: int, settings: dict,
               base_sha: str | None) -> str:
-    blob = json.dumps({"format": FORMAT, "checkpoint": checkpoint_sha, "data": data_sha,
-                       "max_length": int(max_length), "settings": settings, "base": base_sha},
-                      sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    return prediction_cache.key_of({"format": FORMAT, "checkpoint": checkpoint_sha,
+                                     "data": data_sha, "max_length": int(max_length),
+                                     "settings": settings, "base": base_sha})
 
 
 def roots(checkpoint) -> list[Path]:
     """The prediction cache's folders (store/location.py's analysis kind), each's heads/."""
-    return [r / SUBFOLDER for r in prediction_cache.roots(checkpoint)]
+    return prediction_cache.roots(checkpoint, SUBFOLDER)
 
 
 def _read(path: Path) -> dict | None:
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return d if isinstance(d, dict) and d.get("format") == FORMAT else None
+    return prediction_cache.read_json(path, FORMAT)
 
 
 def find_result(checkpoint, key: str) -> dict | None:

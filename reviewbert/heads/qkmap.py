@@ -55,7 +55,6 @@ bench/layers_qkmap.py times reading, projecting and drawing one head against its
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -261,11 +260,10 @@ def collect(model, tokenizer, texts: list[str], *, max_length: int, max_tokens: 
 # ------------------------------------------------------------------ the cache
 def cache_key(checkpoint_sha: str, data_sha: str, max_length: int, max_tokens: int,
               seed: int, precision: str) -> str:
-    blob = json.dumps({"format": FORMAT, "version": VERSION, "checkpoint": checkpoint_sha,
-                       "data": data_sha, "max_length": int(max_length),
-                       "max_tokens": int(max_tokens), "seed": int(seed),
-                       "precision": precision}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    return prediction_cache.key_of({"format": FORMAT, "version": VERSION,
+                                     "checkpoint": checkpoint_sha, "data": data_sha,
+                                     "max_length": int(max_length), "max_tokens": int(max_tokens),
+                                     "seed": int(seed), "precision": precision})
 
 
 def key_of(checkpoint, reviews, *, max_length: int, max_tokens: int = MAX_TOKENS,

@@ -30,8 +30,6 @@ weights or the reviews, so a result is never stale.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import shutil
 from pathlib import Path
 
@@ -51,23 +49,19 @@ KEEP = 8
 
 def cache_key(checkpoint_sha: str, train_sha: str, test_sha: str, max_length: int,
               settings: dict, base_sha: str | None) -> str:
-    blob = json.dumps({"format": FORMAT, "code": CODE_VERSION, "checkpoint": checkpoint_sha,
-                       "train": train_sha, "test": test_sha, "max_length": int(max_length),
-                       "settings": settings, "base": base_sha}, sort_keys=True)
-    return hashlib.sha256(blob.encode()).hexdigest()[:20]
+    return prediction_cache.key_of({"format": FORMAT, "code": CODE_VERSION,
+                                     "checkpoint": checkpoint_sha, "train": train_sha,
+                                     "test": test_sha, "max_length": int(max_length),
+                                     "settings": settings, "base": base_sha})
 
 
 def roots(checkpoint) -> list[Path]:
     """The prediction cache's folders, each's layers/."""
-    return [r / SUBFOLDER for r in prediction_cache.roots(checkpoint)]
+    return prediction_cache.roots(checkpoint, SUBFOLDER)
 
 
 def _read(path: Path) -> dict | None:
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return d if isinstance(d, dict) and d.get("format") == FORMAT else None
+    return prediction_cache.read_json(path, FORMAT)
 
 
 def read_arrays(folder: Path) -> dict[str, np.ndarray] | None:

@@ -22,8 +22,6 @@ new keys instead of serving old numbers. :func:`prune` keeps the newest :data:`K
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 from pathlib import Path
 
@@ -37,10 +35,10 @@ KEEP = 64
 
 
 def cache_key(checkpoint_sha: str, clean: str, corrupt: str, max_length: int, heads: bool) -> str:
-    blob = json.dumps({"format": FORMAT, "code": CODE_VERSION, "checkpoint": checkpoint_sha,
-                       "clean": clean, "corrupt": corrupt, "max_length": int(max_length),
-                       "heads": bool(heads)}, sort_keys=True)
-    return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()[:20]
+    return prediction_cache.key_of({"format": FORMAT, "code": CODE_VERSION,
+                                     "checkpoint": checkpoint_sha, "clean": clean,
+                                     "corrupt": corrupt, "max_length": int(max_length),
+                                     "heads": bool(heads)})
 
 
 def key_for(checkpoint, clean: str, corrupt: str, max_length: int, heads: bool) -> str:
@@ -49,17 +47,14 @@ def key_for(checkpoint, clean: str, corrupt: str, max_length: int, heads: bool) 
 
 
 def roots(checkpoint) -> list[Path]:
-    return [r / SUBFOLDER for r in prediction_cache.roots(checkpoint)]
+    return prediction_cache.roots(checkpoint, SUBFOLDER)
 
 
 def find(checkpoint, key: str) -> dict | None:
     """The cached result JSON for ``key``, or None."""
     for root in roots(checkpoint):
-        try:
-            d = json.loads((root / f"{key}.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(d, dict) and d.get("format") == FORMAT and d.get("key") == key:
+        d = prediction_cache.read_json(root / f"{key}.json", FORMAT)
+        if d is not None and d.get("key") == key:
             return d.get("result")
     return None
 
