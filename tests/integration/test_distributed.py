@@ -31,7 +31,8 @@ def test_torchrun_two_cpu_processes_write_one_checkpoint_set(tmp_path, tiny_mode
 
     # exactly one checkpoint set, no leftovers from a second writer
     assert sorted(x.name for x in run.iterdir()) == [
-        "best", "last", "metrics.jsonl", "reviewbert.json", "status.json", "steps.jsonl"]
+        "best", "datamap.safetensors", "last", "metrics.jsonl", "reviewbert.json", "status.json",
+        "steps.jsonl"]
     rows = read_metrics(run)
     assert [(r["epoch"], r["split"]) for r in rows] == [
         (e, s) for e in (1, 2) for s in ("train", "validation", "test")]
