@@ -5,4 +5,6 @@
 - ``analysis``    the whole analysis of a checkpoint on a set of reviews, in stages
 - ``cache``       that analysis kept beside the checkpoint
 - ``figures``     Plotly figures of the Heads page
+- ``qkmap``       every head's queries and keys in one pass, normalised as AttentionViz does
+- ``qk_figures``  the query–key map of one head and the matrix of every head's thumbnail
 """
