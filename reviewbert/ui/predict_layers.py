@@ -83,7 +83,7 @@ def _train(info, predictor) -> layer_analysis.LayersResult | None:
                                          base_model=info.base_model, progress=bar,
                                          on_stage=bar.describe, source=source)
     except layer_probes.LayersError as e:
-        st.warning(str(e))
+        st.warning(md_escape(str(e)))
         return None
     finally:
         bar.close()
@@ -97,7 +97,7 @@ def review_layers(predictor, text: str, res, names: list[str], key: str,
     try:
         probs = layer_probes.layer_probabilities(predictor, text, res.probes)
     except layer_probes.LayersError as e:
-        st.warning(str(e))
+        st.warning(md_escape(str(e)))
         return
     st.plotly_chart(layer_figures.probabilities_figure(probs, names, text),
                     key=state.LAYERS_FIG + key, config={"displayModeBar": False})

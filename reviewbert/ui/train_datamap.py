@@ -15,7 +15,7 @@ from reviewbert.datamap.record import run_folder
 from reviewbert.training.datamap import FILE
 from reviewbert.ui import runtime
 from reviewbert.ui.progress_bar import StreamlitProgress
-from reviewbert.viz.markdown import md_code
+from reviewbert.viz.markdown import md_code, md_escape
 
 
 def _stamp(run_dir: Path) -> float:
@@ -48,7 +48,7 @@ def _body(run_dir: Path) -> None:
     stamp = _stamp(run_dir)
     dm, frame, why = _map(str(run_dir), stamp)
     if dm is None:
-        st.info(f"No data map: {why}.")
+        st.info(f"No data map: {md_escape(why)}.")
         return
     counts = stats.region_counts(frame)
     st.caption(
@@ -64,7 +64,7 @@ def _body(run_dir: Path) -> None:
         col.metric(region, f"{n:,}", help=f"{100 * n / max(dm.n, 1):.1f} % of {dm.n:,} reviews")
     texts, note = _texts(str(run_dir), stamp)
     if note:
-        st.caption(f"Hover shows no review text: {note}")
+        st.caption(f"Hover shows no review text: {md_escape(note)}")
     names = _class_names(run_dir, dm)
     st.plotly_chart(datamap_figures.datamap_figure(frame, dm.labels, texts, names),
                     key="datamap_figure", config={"displayModeBar": False})
@@ -95,7 +95,7 @@ def _slices_button(run_dir: Path, dm, frame) -> None:
             progress.close()
         saved = datamap_slices.save_region_slices(dm, frame, preds)
     except (DataMapError, OSError) as e:
-        st.error(f"Slices not saved: {e}")
+        st.error(f"Slices not saved: {md_escape(str(e))}")
         return
     if not saved:
         st.info("Nothing saved: the hard-to-learn and ambiguous regions are empty.")
