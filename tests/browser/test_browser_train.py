@@ -96,6 +96,23 @@ def test_train_page_in_a_real_browser(server):
         ctx.close()
 
 
+def _open_advanced(page, box) -> None:
+    """Open "Advanced" once the run that the radio started has drawn: a click that lands
+    while that run redraws the form can leave the expander closed (it flaked once in CI)."""
+    running = "[data-testid=stStatusWidgetRunningIcon]"
+    for _ in range(3):
+        page.wait_for_timeout(150)
+        page.wait_for_function(f"() => !document.querySelector('{running}')", timeout=60_000)
+        if not box.is_visible():
+            page.get_by_text("Advanced", exact=True).click()
+        try:
+            box.wait_for(state="visible", timeout=10_000)
+            return
+        except Exception:  # noqa: BLE001 - retried; the last wait below reports it
+            continue
+    box.wait_for(state="visible", timeout=10_000)
+
+
 def _flow(page, server, tmp, frames, received):
     if True:
         page.goto(server.url + "/train")
@@ -105,9 +122,9 @@ def _flow(page, server, tmp, frames, received):
 
         # --- distillation's field: a teacher folder that does not exist is refused at once
         page.locator("[data-testid=stRadio] label").filter(has_text="New run").click()
-        page.get_by_text("Advanced", exact=True).click()
         box = page.locator("[data-testid=stMultiSelect]").filter(
             has_text="Distil from (checkpoint folders)").locator("input")
+        _open_advanced(page, box)
         box.click()
         box.press_sequentially(str(tmp / "no-such-run"))  # typed: not one of the offered runs
         page.wait_for_timeout(300)
